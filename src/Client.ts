@@ -1,0 +1,623 @@
+/**
+ * The shell: one fiber per client that takes events from a queue, runs the pure `Engine.step` with
+ * `now` from Effect's `Clock`, and performs the effects it returns (backend calls in their own fibers
+ * with a timeout of one renewal period, timers as sleeping fibers, terms' deadlines, work fibers,
+ * events to a `PubSub`, completions to `Deferred`s). Only the loop fiber touches the engine state.
+ */
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as Random from "effect/Random"
+import * as Ref from "effect/Ref"
+import type * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as Engine from "./Engine.js"
+import {
+  ElectionAlreadyStartedError,
+  type InvalidLeaseNameError,
+  LockLostError,
+  LockTimeoutError,
+  SimbaClosedError,
+  SimbaConfigError
+} from "./Errors.js"
+import { BackendError, LeaseBackend, type LeaseBackendService } from "./LeaseBackend.js"
+import * as LeaseName from "./LeaseName.js"
+import * as SimbaConfig from "./SimbaConfig.js"
+import { type ElectionStatus, format, type SessionStatus, type SimbaEvent } from "./SimbaEvent.js"
+import * as Term from "./Term.js"
+
+// ---------------------------------------------------------------------------------------------------
+// Public shapes
+// ---------------------------------------------------------------------------------------------------
+
+/** Errors of acquiring a lock. */
+export type LockError =
+  | InvalidLeaseNameError
+  | LockTimeoutError
+  | LockLostError
+  | ElectionAlreadyStartedError
+  | SimbaClosedError
+
+/** Errors of starting an election. */
+export type ElectionError = InvalidLeaseNameError | ElectionAlreadyStartedError | SimbaClosedError
+
+export interface LockOptions {
+  /** Give up waiting after this long with `LockTimeoutError`; the attempt is then abandoned for good. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+export interface ElectionOptions {
+  /** Work run in a fiber for each term, interrupted when the term is revoked. */
+  readonly work?: ((term: Term.Term) => Effect.Effect<unknown, unknown>) | undefined
+}
+
+/** A handle on one election of this client. */
+export interface Election {
+  readonly name: string
+  /** `CANDIDATE`, `LEADER`, `HANDOVER`, `COOLDOWN`, or `STOPPED` once stopped. */
+  readonly status: Effect.Effect<ElectionStatus | "STOPPED">
+  /** The current term, if this client leads. */
+  readonly term: Effect.Effect<Option.Option<Term.Term>>
+  /** The current term (if any) and every later one, as they are won. */
+  readonly terms: Stream.Stream<Term.Term>
+  /** Waits until this client leads, and returns the term. */
+  readonly awaitLeader: Effect.Effect<Term.Term>
+  /** Gives the lease up (with handover) and stays out of the race for `cooldown`. */
+  readonly stepDown: (cooldown: Duration.DurationInput) => Effect.Effect<void>
+  /** Ends the election (with handover); nothing is delivered after it completes. */
+  readonly stop: Effect.Effect<void>
+}
+
+export interface SimbaSnapshot {
+  readonly session: {
+    readonly id: string | undefined
+    readonly status: SessionStatus
+    readonly remaining: Duration.Duration
+  }
+  readonly elections: ReadonlyArray<{
+    readonly name: string
+    readonly kind: Engine.ElectionKind
+    readonly status: ElectionStatus
+    readonly token: bigint | undefined
+    readonly remaining: Duration.Duration
+  }>
+  readonly groups: ReadonlyArray<{
+    readonly group: string
+    readonly partitions: number
+    readonly members: ReadonlyArray<string>
+    readonly owned: ReadonlyArray<number>
+  }>
+}
+
+/** One client: a session on the backend and everything competing through it. */
+export interface SimbaClient {
+  /** Runs `body` while holding the lock `name` (see SPEC section 4). */
+  readonly withLock: <A, E, R>(
+    name: string,
+    body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
+    options?: LockOptions
+  ) => Effect.Effect<A, E | LockError, R>
+  /** Holds the lock `name` until the scope closes. */
+  readonly lock: (name: string, options?: LockOptions) => Effect.Effect<Term.Term, LockError, Scope.Scope>
+  /** Competes for `name` forever, running `work` for each term; interrupt to stop (with handover). */
+  readonly runWhileLeader: <E, R>(
+    name: string,
+    work: (term: Term.Term) => Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<never, ElectionError, R>
+  /** Starts an election; it stops when the scope closes. */
+  readonly election: (name: string, options?: ElectionOptions) => Effect.Effect<Election, ElectionError, Scope.Scope>
+  /** Runs `task` on `schedule` while this client leads `name`; a failing run is logged. */
+  readonly schedule: <Out, E, R, R2>(
+    name: string,
+    schedule: Schedule.Schedule<Out, unknown, R2>,
+    task: (term: Term.Term) => Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<never, ElectionError, R | R2>
+  /** Joins `group` and runs `work(partition, term)` for each of its `partitions` this client leads. */
+  readonly partitionGroup: <E, R>(
+    group: string,
+    partitions: number,
+    work: (partition: number, term: Term.Term) => Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<never, ElectionError | SimbaConfigError, R>
+  /** Everything that happens, for any number of subscribers. */
+  readonly events: Stream.Stream<SimbaEvent>
+  readonly snapshot: Effect.Effect<SimbaSnapshot>
+  /** Closes the session: revokes every term (`STOPPED`), hands over, releases everything. */
+  readonly close: Effect.Effect<void>
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Metrics
+// ---------------------------------------------------------------------------------------------------
+
+const backendCalls = Metric.counter("simba_backend_calls_total", {
+  description: "backend calls by backend, operation and outcome",
+  incremental: true
+})
+const backendLatency = Metric.timer("simba_backend_call_duration", "backend call latency")
+const termsWon = Metric.counter("simba_terms_total", { description: "terms won", incremental: true })
+const revocations = Metric.counter("simba_revocations_total", { description: "terms revoked, by reason", incremental: true })
+const leaderGauge = Metric.gauge("simba_leader", { description: "1 while this client leads the name" })
+
+// ---------------------------------------------------------------------------------------------------
+// Shell
+// ---------------------------------------------------------------------------------------------------
+
+/** What the shell does with the terms of one handle (an election, a lock or a partition group). */
+interface Hooks {
+  /** Returns the work to run for the term, if any. */
+  readonly onElected: (term: Term.Term, partition: number | undefined) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>>
+  readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
+}
+
+interface LiveTerm {
+  readonly term: Term.Term
+  readonly revoked: Deferred.Deferred<Term.RevokeReason>
+  work: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  readonly handle: number
+  readonly group: string | undefined
+}
+
+const toResponse = (
+  backend: LeaseBackendService,
+  request: Engine.Request
+): Effect.Effect<Engine.Response, BackendError> => {
+  switch (request._tag) {
+    case "OpenSession":
+      return Effect.map(backend.openSession(Duration.millis(request.ttl)), (opened) => ({
+        _tag: "Opened" as const,
+        sessionId: opened.sessionId,
+        remaining: Duration.toMillis(opened.remaining)
+      }))
+    case "KeepAlive":
+      return Effect.map(
+        backend.keepAlive(request.sessionId, Duration.millis(request.ttl)),
+        (reply): Engine.Response =>
+          reply._tag === "Expired"
+            ? { _tag: "Expired" }
+            : { _tag: "Live", remaining: Duration.toMillis(reply.remaining), leases: reply.leases, groups: reply.groups }
+      )
+    case "CloseSession":
+      return Effect.as(backend.closeSession(request.sessionId), { _tag: "Done" as const })
+    case "Acquire":
+      return Effect.map(backend.acquire(request.sessionId, request.name), (reply): Engine.Response => {
+        switch (reply._tag) {
+          case "Granted":
+            return { _tag: "Granted", token: reply.token }
+          case "HeldBy":
+            return {
+              _tag: "HeldBy",
+              token: reply.token,
+              remaining: reply.remaining === undefined ? undefined : Duration.toMillis(reply.remaining)
+            }
+          case "Expired":
+            return { _tag: "Expired" }
+        }
+      })
+    case "Release":
+      return Effect.as(backend.release(request.sessionId, request.name, request.token), { _tag: "Done" as const })
+    case "Join":
+      return Effect.map(
+        backend.join(request.sessionId, request.group),
+        (reply): Engine.Response => reply === "Joined" ? { _tag: "Joined" } : { _tag: "Expired" }
+      )
+    case "Leave":
+      return Effect.as(backend.leave(request.sessionId, request.group), { _tag: "Done" as const })
+    case "Members":
+      return Effect.map(backend.members(request.group), (members) => ({ _tag: "MemberList" as const, members }))
+  }
+}
+
+const operationName = (request: Engine.Request): string =>
+  request._tag.charAt(0).toLowerCase() + request._tag.slice(1)
+
+/**
+ * Builds one client on the `LeaseBackend` in context. The client lives in the current `Scope`;
+ * closing the scope closes the session (with handover).
+ */
+export const make = (
+  input?: SimbaConfig.SimbaConfigInput
+): Effect.Effect<SimbaClient, SimbaConfigError, LeaseBackend | Scope.Scope> =>
+  Effect.gen(function*() {
+    const config = yield* SimbaConfig.make(input)
+    const backend = yield* LeaseBackend
+    // The client's fibers live in a child scope, closed only after the session was closed: closing
+    // needs the loop, timers and backend calls.
+    const scope = yield* Effect.flatMap(Effect.scope, (parent) => Scope.fork(parent, ExecutionStrategy.sequential))
+    const parentScope = yield* Effect.scope
+    const seed = yield* Random.nextIntBetween(0, 2 ** 31 - 1)
+    const events = yield* Queue.unbounded<Engine.Event>()
+    const pubsub = yield* PubSub.unbounded<SimbaEvent>()
+    const state = yield* Ref.make(Engine.initial(config, seed))
+    const shutdown = yield* Deferred.make<void>()
+
+    // Registries. Hooks and completions are registered by API calls before their event is queued;
+    // everything else is touched by the loop fiber only.
+    const hooks = new Map<number, Hooks>()
+    const groupHooks = new Map<string, Hooks>()
+    const completions = new Map<number, Deferred.Deferred<Engine.Outcome>>()
+    const timers = new Map<string, Fiber.RuntimeFiber<void>>()
+    const deadlines = new Map<number, number>()
+    const terms = new Map<number, LiveTerm>()
+    let nextId = 1
+
+    const offer = (event: Engine.Event) => Queue.offer(events, event)
+
+    /** Queues an event carrying a fresh completion and waits for the engine to complete it. */
+    const request = (make: (completion: number) => Engine.Event): Effect.Effect<Engine.Outcome> =>
+      Effect.gen(function*() {
+        if (yield* Deferred.isDone(shutdown)) return { _tag: "Closed" } as const
+        const completion = nextId++
+        const deferred = yield* Deferred.make<Engine.Outcome>()
+        completions.set(completion, deferred)
+        yield* offer(make(completion))
+        return yield* Deferred.await(deferred)
+      })
+
+    /** After the client's scope closed nobody will complete anything: answer every waiter `Closed`. */
+    const shutDown = Effect.zipRight(
+      Deferred.succeed(shutdown, undefined),
+      Effect.forEach(completions.values(), (deferred) => Deferred.succeed(deferred, { _tag: "Closed" }), {
+        discard: true
+      })
+    )
+
+    const performCall = (effect: Extract<Engine.Effect, { _tag: "Call" }>) => {
+      const operation = operationName(effect.request)
+      return toResponse(backend, effect.request).pipe(
+        Effect.timeoutFail({
+          duration: Duration.millis(Math.ceil(effect.timeout)),
+          onTimeout: () =>
+            new BackendError({
+              backend: backend.backend,
+              operation,
+              cause: `timed out after ${Math.round(effect.timeout)} ms`
+            })
+        }),
+        Effect.tapBoth({
+          onFailure: () => Metric.increment(Metric.tagged(backendCalls, "outcome", "failure")),
+          onSuccess: () => Metric.increment(Metric.tagged(backendCalls, "outcome", "success"))
+        }),
+        Metric.trackDuration(backendLatency),
+        Effect.tagMetrics({ backend: backend.backend, operation }),
+        Effect.withSpan(`simba.${operation}`, { attributes: { backend: backend.backend } }),
+        Effect.catchAll((error): Effect.Effect<Engine.Response> =>
+          Effect.succeed({ _tag: "Failed", error: error instanceof Error ? error.message : String(error) })
+        ),
+        Effect.flatMap((response) =>
+          offer({ _tag: "Reply", requestId: effect.requestId, sentAt: effect.sentAt, request: effect.request, response })
+        ),
+        Effect.forkIn(scope)
+      )
+    }
+
+    const cancelTimer = (key: string) =>
+      Effect.suspend(() => {
+        const fiber = timers.get(key)
+        timers.delete(key)
+        return fiber === undefined ? Effect.void : Fiber.interruptFork(fiber)
+      })
+
+    const onElected = (effect: Extract<Engine.Effect, { _tag: "Elected" }>) =>
+      Effect.gen(function*() {
+        const revoked = yield* Deferred.make<Term.RevokeReason>()
+        const term = Term.make({
+          name: effect.name,
+          token: effect.token,
+          sessionId: effect.sessionId,
+          deadline: Effect.sync(() => deadlines.get(effect.sessionSeq) ?? Number.NEGATIVE_INFINITY),
+          revoked
+        })
+        const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
+        terms.set(effect.termId, live)
+        yield* Metric.increment(Metric.tagged(termsWon, "name", effect.name))
+        yield* Metric.set(Metric.tagged(leaderGauge, "name", effect.name), 1)
+        const hook = effect.group === undefined ? hooks.get(effect.handle) : groupHooks.get(effect.group)
+        const work = hook === undefined ? Option.none() : yield* hook.onElected(term, effect.partition)
+        if (Option.isSome(work)) {
+          live.work = yield* work.value.pipe(
+            Effect.catchAllCause((cause) =>
+              Cause.isInterruptedOnly(cause)
+                ? Effect.void
+                : Effect.logError(`leader work for ${effect.name} failed`, cause)
+            ),
+            Effect.ensuring(offer({ _tag: "WorkExited", handle: effect.handle, termId: effect.termId })),
+            Effect.forkIn(scope)
+          )
+        } else {
+          yield* offer({ _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
+        }
+      })
+
+    const onRevoked = (effect: Extract<Engine.Effect, { _tag: "Revoked" }>) =>
+      Effect.gen(function*() {
+        const live = terms.get(effect.termId)
+        if (live === undefined) return
+        terms.delete(effect.termId)
+        yield* Deferred.succeed(live.revoked, effect.reason)
+        yield* Metric.increment(Metric.tagged(revocations, "reason", effect.reason))
+        yield* Metric.set(Metric.tagged(leaderGauge, "name", effect.name), 0)
+        // The engine never waits for the work: interruption is forked.
+        if (live.work !== undefined) yield* Fiber.interruptFork(live.work)
+        const hook = live.group === undefined ? hooks.get(live.handle) : groupHooks.get(live.group)
+        if (hook !== undefined) yield* hook.onRevoked(live.term, effect.reason)
+      })
+
+    const perform = (effect: Engine.Effect, now: number): Effect.Effect<void> => {
+      switch (effect._tag) {
+        case "Call":
+          return Effect.asVoid(performCall(effect))
+        case "Arm":
+          return cancelTimer(effect.key).pipe(
+            Effect.zipRight(
+              // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
+              Effect.sleep(Duration.millis(Math.max(0, Math.ceil(effect.at - now)))).pipe(
+                Effect.zipRight(offer({ _tag: "Timer", key: effect.key, id: effect.id })),
+                Effect.asVoid,
+                Effect.forkIn(scope)
+              )
+            ),
+            Effect.map((fiber) => {
+              timers.set(effect.key, fiber)
+            })
+          )
+        case "Disarm":
+          return cancelTimer(effect.key)
+        case "Deadline":
+          return Effect.sync(() => {
+            deadlines.set(effect.sessionSeq, effect.deadline)
+          })
+        case "Elected":
+          return onElected(effect)
+        case "Revoked":
+          return onRevoked(effect)
+        case "Complete":
+          return Effect.suspend(() => {
+            const deferred = completions.get(effect.completion)
+            completions.delete(effect.completion)
+            return deferred === undefined ? Effect.void : Deferred.succeed(deferred, effect.outcome)
+          })
+        case "Publish":
+          return Effect.zipRight(
+            effect.event._tag === "SessionLeaseShortened"
+              ? Effect.logWarning(`Simba: ${format(effect.event)}: the backend granted less than leaseDuration`)
+              : Effect.void,
+            PubSub.publish(pubsub, effect.event)
+          )
+        case "Members":
+          return Effect.void
+      }
+    }
+
+    const loop = Effect.gen(function*() {
+      const event = yield* Queue.take(events)
+      const now = yield* Term.monotonicMillis
+      const [next, effects] = Engine.step(yield* Ref.get(state), event, now)
+      yield* Ref.set(state, next)
+      for (const effect of effects) yield* perform(effect, now)
+    }).pipe(Effect.forever)
+
+    yield* Effect.forkIn(loop, scope)
+    yield* backend.hints.pipe(
+      Stream.runForEach((hint) => offer({ _tag: "Hint", hint })),
+      Effect.forkIn(scope)
+    )
+    yield* offer({ _tag: "Boot" })
+
+    const close = request((completion) => ({ _tag: "Close", completion })).pipe(Effect.asVoid)
+    // Closing the scope closes the session first (finalizers run in reverse order), then the fibers.
+    yield* Scope.addFinalizer(parentScope, Effect.zipRight(close, shutDown))
+
+    // -------------------------------------------------------------------------------------------------
+    // Elections
+    // -------------------------------------------------------------------------------------------------
+
+    const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<void, ElectionError> => {
+      switch (outcome._tag) {
+        case "Ok":
+          return Effect.void
+        case "AlreadyStarted":
+          return Effect.fail(new ElectionAlreadyStartedError({ name }))
+        case "Closed":
+          return Effect.fail(new SimbaClosedError())
+      }
+    }
+
+    /** Registers hooks, starts the election and stops it (awaiting the handover) when the scope closes. */
+    const startHandle = (
+      name: string,
+      kind: "election" | "lock",
+      hasWork: boolean,
+      handleHooks: Hooks
+    ): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
+      Effect.gen(function*() {
+        yield* LeaseName.validate(name)
+        const handle = nextId++
+        hooks.set(handle, handleHooks)
+        const stop = request((completion) => ({ _tag: "Stop", handle, completion })).pipe(
+          Effect.zipRight(Effect.sync(() => hooks.delete(handle))),
+          Effect.asVoid
+        )
+        yield* Effect.acquireRelease(
+          request((completion) => ({ _tag: "Start", handle, name, kind, hasWork, completion })).pipe(
+            Effect.flatMap((outcome) => failStart(name, outcome)),
+            Effect.tapError(() => Effect.sync(() => hooks.delete(handle)))
+          ),
+          () => stop
+        )
+        return { handle, stop }
+      })
+
+    const election = (name: string, options?: ElectionOptions): Effect.Effect<Election, ElectionError, Scope.Scope> =>
+      Effect.gen(function*() {
+        const current = yield* SubscriptionRef.make(Option.none<Term.Term>())
+        const work = options?.work
+        const { handle, stop } = yield* startHandle(name, "election", work !== undefined, {
+          onElected: (term) => Effect.as(SubscriptionRef.set(current, Option.some(term)), Option.fromNullable(work?.(term))),
+          onRevoked: () => SubscriptionRef.set(current, Option.none())
+        })
+        const terms = current.changes.pipe(Stream.filterMap((term) => term), Stream.changes)
+        return {
+          name,
+          status: Effect.map(Ref.get(state), (s) => {
+            const e = s.elections.get(handle)
+            return e === undefined ? "STOPPED" : Engine.publicStatus(e)
+          }),
+          term: SubscriptionRef.get(current),
+          terms,
+          awaitLeader: terms.pipe(Stream.runHead, Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))),
+          stepDown: (cooldown) =>
+            Effect.asVoid(
+              request((completion) => ({
+                _tag: "StepDown",
+                handle,
+                cooldown: Duration.toMillis(Duration.decode(cooldown)),
+                completion
+              }))
+            ),
+          stop
+        }
+      })
+
+    const lock = (name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
+      Effect.gen(function*() {
+        const won = yield* Deferred.make<Term.Term>()
+        yield* startHandle(name, "lock", false, {
+          onElected: (term) => Effect.as(Deferred.succeed(won, term), Option.none()),
+          onRevoked: () => Effect.void
+        })
+        const timeout = options?.timeout
+        if (timeout === undefined) return yield* Deferred.await(won)
+        return yield* Deferred.await(won).pipe(
+          Effect.timeoutFail({
+            duration: timeout,
+            onTimeout: () => new LockTimeoutError({ name, timeout: Duration.format(Duration.decode(timeout)) })
+          })
+        )
+      })
+
+    const withLock = <A, E, R>(
+      name: string,
+      body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
+      options?: LockOptions
+    ): Effect.Effect<A, E | LockError, R> =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const term = yield* lock(name, options)
+          const lost = Effect.flatMap(
+            term.revoked,
+            (reason) => Effect.fail(new LockLostError({ name, token: term.token, reason }))
+          )
+          const run = Effect.isEffect(body) ? body : body(term)
+          return yield* Effect.raceFirst(run, lost)
+        })
+      )
+
+    const runWhileLeader = <E, R>(
+      name: string,
+      work: (term: Term.Term) => Effect.Effect<unknown, E, R>
+    ): Effect.Effect<never, ElectionError, R> =>
+      Effect.flatMap(Effect.context<R>(), (context) =>
+        Effect.scoped(
+          Effect.zipRight(
+            election(name, { work: (term) => Effect.provide(work(term), context) }),
+            Effect.never
+          )
+        ))
+
+    const schedule = <Out, E, R, R2>(
+      name: string,
+      schedule: Schedule.Schedule<Out, unknown, R2>,
+      task: (term: Term.Term) => Effect.Effect<unknown, E, R>
+    ): Effect.Effect<never, ElectionError, R | R2> =>
+      runWhileLeader(name, (term) =>
+        task(term).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause)
+              ? Effect.failCause(cause)
+              : Effect.logWarning(`scheduled task ${name} failed; the next run still happens`, cause)
+          ),
+          Effect.repeat(schedule)
+        ))
+
+    const partitionGroup = <E, R>(
+      group: string,
+      partitions: number,
+      work: (partition: number, term: Term.Term) => Effect.Effect<unknown, E, R>
+    ): Effect.Effect<never, ElectionError | SimbaConfigError, R> =>
+      Effect.gen(function*() {
+        if (!Number.isSafeInteger(partitions) || partitions < 1) {
+          return yield* new SimbaConfigError({ field: "partitions", rule: "must be a positive integer" })
+        }
+        yield* LeaseName.validate(group)
+        yield* LeaseName.validate(LeaseName.partitionName(group, partitions - 1))
+        const context = yield* Effect.context<R>()
+        return yield* Effect.scoped(Effect.gen(function*() {
+          const handle = nextId++
+          const join = request((completion) => ({ _tag: "Join", handle, group, partitions, completion })).pipe(
+            Effect.flatMap((outcome) => failStart(group, outcome)),
+            Effect.zipRight(Effect.sync(() => groupHooks.set(group, {
+              onElected: (term, partition) =>
+                Effect.succeed(
+                  partition === undefined ? Option.none() : Option.some(Effect.provide(work(partition, term), context))
+                ),
+              onRevoked: () => Effect.void
+            })))
+          )
+          const leave = request((completion) => ({ _tag: "Leave", handle, completion })).pipe(
+            Effect.zipRight(Effect.sync(() => groupHooks.delete(group)))
+          )
+          yield* Effect.acquireRelease(join, () => leave)
+          return yield* Effect.never
+        }))
+      })
+
+    // -------------------------------------------------------------------------------------------------
+    // Snapshot
+    // -------------------------------------------------------------------------------------------------
+
+    const snapshot = Effect.gen(function*() {
+      const s = yield* Ref.get(state)
+      const now = yield* Term.monotonicMillis
+      const left = (deadline: number) => Duration.millis(Math.max(0, deadline - now))
+      const sessionDeadline = s.session.status === "LIVE" || s.session.status === "SUSPENDED" ? s.session.deadline : now
+      return {
+        session: { id: s.session.id, status: s.session.status, remaining: left(sessionDeadline) },
+        elections: Array.from(s.elections.values()).map((e) => ({
+          name: e.name,
+          kind: e.kind,
+          status: Engine.publicStatus(e),
+          token: e.term?.token,
+          remaining: e.term !== undefined && !e.term.revoked
+            ? left(deadlines.get(e.term.sessionSeq) ?? now)
+            : Duration.zero
+        })),
+        groups: Array.from(s.groups.values()).map((g) => ({
+          group: g.group,
+          partitions: g.partitions,
+          members: g.members,
+          owned: g.owned
+        }))
+      } satisfies SimbaSnapshot
+    })
+
+    return {
+      withLock,
+      lock,
+      runWhileLeader,
+      election,
+      schedule,
+      partitionGroup,
+      events: Stream.fromPubSub(pubsub),
+      snapshot,
+      close
+    } satisfies SimbaClient
+  })

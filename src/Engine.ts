@@ -1,0 +1,1086 @@
+/**
+ * The engine: a pure state machine `step(state, event, now) -> [state, effects]` (SPEC section 5.1).
+ *
+ * No clock, timer, randomness, I/O or Effect runtime: time comes in as `now` (monotonic millis),
+ * jitter from a seeded generator kept in the state, backend results as `Reply` events. The shell
+ * (`Client.ts`) feeds it events and performs the effects it returns, so every race is a sequence of
+ * events that a test can replay.
+ */
+import * as PartitionAssignment from "./PartitionAssignment.js"
+import * as Session from "./Session.js"
+import { SimbaEvent } from "./SimbaEvent.js"
+import type { ElectionStatus, SessionEndReason, SessionStatus } from "./SimbaEvent.js"
+import type { RevokeReason } from "./Term.js"
+
+// ---------------------------------------------------------------------------------------------------
+// Backend requests and responses, as the engine sees them (durations in millis on the backend clock)
+// ---------------------------------------------------------------------------------------------------
+
+export type Request =
+  | { readonly _tag: "OpenSession"; readonly ttl: number }
+  | { readonly _tag: "KeepAlive"; readonly sessionId: string; readonly ttl: number }
+  | { readonly _tag: "CloseSession"; readonly sessionId: string }
+  | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string }
+  | { readonly _tag: "Release"; readonly sessionId: string; readonly name: string; readonly token: bigint }
+  | { readonly _tag: "Join"; readonly sessionId: string; readonly group: string }
+  | { readonly _tag: "Leave"; readonly sessionId: string; readonly group: string }
+  | { readonly _tag: "Members"; readonly group: string }
+
+export type Response =
+  | { readonly _tag: "Opened"; readonly sessionId: string; readonly remaining: number }
+  | {
+    readonly _tag: "Live"
+    readonly remaining: number
+    readonly leases: ReadonlyArray<{ readonly name: string; readonly token: bigint }>
+    readonly groups: ReadonlyArray<{ readonly group: string; readonly members: ReadonlyArray<string> }>
+  }
+  | { readonly _tag: "Expired" }
+  | { readonly _tag: "Granted"; readonly token: bigint }
+  | { readonly _tag: "HeldBy"; readonly token: bigint | undefined; readonly remaining: number | undefined }
+  | { readonly _tag: "Joined" }
+  | { readonly _tag: "MemberList"; readonly members: ReadonlyArray<string> }
+  | { readonly _tag: "Done" }
+  | { readonly _tag: "Failed"; readonly error: string }
+
+// ---------------------------------------------------------------------------------------------------
+// Events and effects
+// ---------------------------------------------------------------------------------------------------
+
+export type ElectionKind = "election" | "lock" | "partition"
+
+export type HintEvent =
+  | { readonly _tag: "Released"; readonly name: string }
+  | { readonly _tag: "GroupChanged"; readonly group: string }
+
+export type Event =
+  | { readonly _tag: "Boot" }
+  | {
+    readonly _tag: "Start"
+    readonly handle: number
+    readonly name: string
+    readonly kind: "election" | "lock"
+    readonly hasWork: boolean
+    readonly completion: number
+  }
+  | { readonly _tag: "Stop"; readonly handle: number; readonly completion: number }
+  | { readonly _tag: "StepDown"; readonly handle: number; readonly cooldown: number; readonly completion: number }
+  | { readonly _tag: "Timer"; readonly key: string; readonly id: number }
+  | {
+    readonly _tag: "Reply"
+    readonly requestId: number
+    readonly sentAt: number
+    readonly request: Request
+    readonly response: Response
+  }
+  | { readonly _tag: "Hint"; readonly hint: HintEvent }
+  | { readonly _tag: "WorkExited"; readonly handle: number; readonly termId: number }
+  | {
+    readonly _tag: "Join"
+    readonly handle: number
+    readonly group: string
+    readonly partitions: number
+    readonly completion: number
+  }
+  | { readonly _tag: "Leave"; readonly handle: number; readonly completion: number }
+  | { readonly _tag: "Close"; readonly completion: number }
+
+export type Outcome =
+  | { readonly _tag: "Ok" }
+  | { readonly _tag: "AlreadyStarted"; readonly name: string }
+  | { readonly _tag: "Closed" }
+
+export type Effect =
+  /** Perform a backend request; reply with a `Reply` event carrying `requestId`, `sentAt` and `request`. */
+  | {
+    readonly _tag: "Call"
+    readonly requestId: number
+    readonly sentAt: number
+    readonly timeout: number
+    readonly request: Request
+  }
+  /** Deliver `Timer { key, id }` at `at`, replacing any timer armed under `key`. */
+  | { readonly _tag: "Arm"; readonly key: string; readonly id: number; readonly at: number }
+  /** Cancel the timer armed under `key`. */
+  | { readonly _tag: "Disarm"; readonly key: string }
+  /** The local deadline of session incarnation `sessionSeq` is now `deadline`; its terms read it. */
+  | { readonly _tag: "Deadline"; readonly sessionSeq: number; readonly deadline: number }
+  | {
+    readonly _tag: "Elected"
+    readonly handle: number
+    readonly termId: number
+    readonly name: string
+    readonly token: bigint
+    readonly sessionId: string
+    readonly sessionSeq: number
+    readonly kind: ElectionKind
+    readonly group: string | undefined
+    readonly partition: number | undefined
+  }
+  | {
+    readonly _tag: "Revoked"
+    readonly handle: number
+    readonly termId: number
+    readonly name: string
+    readonly token: bigint
+    readonly reason: RevokeReason
+  }
+  /** Finish a waiting `start`/`stop`/`stepDown`/`join`/`leave`/`close`. */
+  | { readonly _tag: "Complete"; readonly completion: number; readonly outcome: Outcome }
+  | { readonly _tag: "Publish"; readonly event: SimbaEvent }
+  /** The group view and the partitions this client now owns. */
+  | {
+    readonly _tag: "Members"
+    readonly handle: number
+    readonly group: string
+    readonly members: ReadonlyArray<string>
+    readonly owned: ReadonlyArray<number>
+  }
+
+// ---------------------------------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------------------------------
+
+export interface TermState {
+  readonly termId: number
+  readonly token: bigint
+  readonly sessionId: string
+  readonly sessionSeq: number
+  /** Sequence number at adoption, comparable with request ids (rule 3). */
+  readonly adoptedSeq: number
+  readonly workRunning: boolean
+  readonly revoked: boolean
+}
+
+export interface ElectionState {
+  readonly handle: number
+  readonly name: string
+  readonly kind: ElectionKind
+  readonly group: string | undefined
+  readonly partition: number | undefined
+  readonly hasWork: boolean
+  /** `QUEUED`: a lock waiting behind another lock of the same name in this client. */
+  readonly status: ElectionStatus | "QUEUED"
+  /** The acquire in flight (rule 6: at most one). */
+  readonly attempt: number | undefined
+  /** A `released` hint arrived while an attempt was in flight: try again at once after it. */
+  readonly hinted: boolean
+  /** The lease this election holds (LEADER), or still holds during HANDOVER (then `revoked`). */
+  readonly term: TermState | undefined
+  readonly cooldownUntil: number
+  /** What a HANDOVER ends in. */
+  readonly afterHandover: "stop" | "cooldown"
+  /** Completions waiting for this election's stop/stepDown to finish. */
+  readonly waiters: ReadonlyArray<number>
+}
+
+export interface GroupState {
+  readonly handle: number
+  readonly group: string
+  readonly partitions: number
+  readonly joined: boolean
+  readonly joining: number | undefined
+  readonly listing: number | undefined
+  readonly members: ReadonlyArray<string>
+  readonly owned: ReadonlyArray<number>
+  readonly leaving: boolean
+  readonly waiters: ReadonlyArray<number>
+}
+
+export interface SessionState {
+  /** Incarnation number: increases each time a new session is opened. */
+  readonly seq: number
+  readonly id: string | undefined
+  readonly status: SessionStatus
+  /** Local deadline (monotonic millis); `-Infinity` without a live session. */
+  readonly deadline: number
+  /** Current renewal period (shortened when the backend grants less than asked). */
+  readonly every: number
+  readonly shortenedPublished: boolean
+  readonly opening: number | undefined
+  readonly renewing: number | undefined
+  /** Highest token this session released per name (rule 1). */
+  readonly released: ReadonlyMap<string, bigint>
+}
+
+export interface State {
+  readonly timing: Session.Timing
+  readonly session: SessionState
+  readonly elections: ReadonlyMap<number, ElectionState>
+  readonly groups: ReadonlyMap<number, GroupState>
+  readonly timers: ReadonlyMap<string, number>
+  readonly nextId: number
+  readonly rng: number
+  readonly closing: ReadonlyArray<number> | undefined
+  readonly closed: boolean
+}
+
+/** A fresh engine. `seed` makes the retry jitter reproducible. */
+export const initial = (timing: Session.Timing, seed: number): State => ({
+  timing,
+  session: {
+    seq: 0,
+    id: undefined,
+    status: "OPENING",
+    deadline: Number.NEGATIVE_INFINITY,
+    every: timing.renewInterval,
+    shortenedPublished: false,
+    opening: undefined,
+    renewing: undefined,
+    released: new Map()
+  },
+  elections: new Map(),
+  groups: new Map(),
+  timers: new Map(),
+  nextId: 1,
+  rng: seed >>> 0,
+  closing: undefined,
+  closed: false
+})
+
+// ---------------------------------------------------------------------------------------------------
+// step
+// ---------------------------------------------------------------------------------------------------
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/** The working copy of one step: the input state is never mutated. */
+interface Step {
+  readonly now: number
+  readonly timing: Session.Timing
+  session: Mutable<SessionState>
+  released: Map<string, bigint>
+  elections: Map<number, Mutable<ElectionState>>
+  groups: Map<number, Mutable<GroupState>>
+  timers: Map<string, number>
+  nextId: number
+  rng: number
+  closing: Array<number> | undefined
+  closed: boolean
+  readonly effects: Array<Effect>
+}
+
+export const step = (state: State, event: Event, now: number): readonly [State, ReadonlyArray<Effect>] => {
+  const s: Step = {
+    now,
+    timing: state.timing,
+    session: { ...state.session },
+    released: new Map(state.session.released),
+    elections: new Map(Array.from(state.elections, ([k, v]) => [k, { ...v }])),
+    groups: new Map(Array.from(state.groups, ([k, v]) => [k, { ...v }])),
+    timers: new Map(state.timers),
+    nextId: state.nextId,
+    rng: state.rng,
+    closing: state.closing === undefined ? undefined : [...state.closing],
+    closed: state.closed,
+    effects: []
+  }
+  checkDeadline(s)
+  handle(s, event)
+  const next: State = {
+    timing: state.timing,
+    session: { ...s.session, released: s.released },
+    elections: s.elections,
+    groups: s.groups,
+    timers: s.timers,
+    nextId: s.nextId,
+    rng: s.rng,
+    closing: s.closing,
+    closed: s.closed
+  }
+  return [next, s.effects]
+}
+
+const handle = (s: Step, event: Event): void => {
+  if (s.closed) {
+    return afterClose(s, event)
+  }
+  switch (event._tag) {
+    case "Boot":
+      return openSession(s)
+    case "Start":
+      return start(s, event)
+    case "Stop":
+      return stop(s, event.handle, event.completion)
+    case "StepDown":
+      return stepDown(s, event.handle, event.cooldown, event.completion)
+    case "Timer":
+      return timer(s, event.key, event.id)
+    case "Reply":
+      return reply(s, event)
+    case "Hint":
+      return hint(s, event.hint)
+    case "WorkExited":
+      return workExited(s, event.handle, event.termId)
+    case "Join":
+      return join(s, event)
+    case "Leave":
+      return leave(s, event.handle, event.completion)
+    case "Close":
+      return close(s, event.completion)
+  }
+}
+
+/** After `close` completed only late replies matter: a session or lease won too late is given back. */
+const afterClose = (s: Step, event: Event): void => {
+  switch (event._tag) {
+    case "Start":
+    case "Join":
+      return complete(s, event.completion, { _tag: "Closed" })
+    case "Stop":
+    case "StepDown":
+    case "Leave":
+    case "Close":
+      return complete(s, event.completion, { _tag: "Ok" })
+    case "Reply": {
+      const { request, response } = event
+      if (request._tag === "CloseSession") return onClosed(s, request)
+      if (request._tag === "OpenSession" && response._tag === "Opened") {
+        call(s, { _tag: "CloseSession", sessionId: response.sessionId })
+      } else if (request._tag === "Acquire" && response._tag === "Granted") {
+        call(s, { _tag: "Release", sessionId: request.sessionId, name: request.name, token: response.token })
+      }
+      return
+    }
+    default:
+      return
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Helpers for effects
+// ---------------------------------------------------------------------------------------------------
+
+const nextId = (s: Step): number => s.nextId++
+
+/** mulberry32: a tiny seeded generator, so jitter is data and replays are exact. */
+const random = (s: Step): number => {
+  s.rng = (s.rng + 0x6d2b79f5) >>> 0
+  let t = s.rng
+  t = Math.imul(t ^ (t >>> 15), t | 1)
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+const call = (s: Step, request: Request): number => {
+  const requestId = nextId(s)
+  s.effects.push({ _tag: "Call", requestId, sentAt: s.now, timeout: s.session.every, request })
+  return requestId
+}
+
+const arm = (s: Step, key: string, at: number): void => {
+  const id = nextId(s)
+  s.timers.set(key, id)
+  s.effects.push({ _tag: "Arm", key, id, at: Math.max(at, s.now) })
+}
+
+const disarm = (s: Step, key: string): void => {
+  if (s.timers.delete(key)) s.effects.push({ _tag: "Disarm", key })
+}
+
+const publish = (s: Step, event: SimbaEvent): void => {
+  s.effects.push({ _tag: "Publish", event })
+}
+
+const complete = (s: Step, completion: number, outcome: Outcome): void => {
+  s.effects.push({ _tag: "Complete", completion, outcome })
+}
+
+const ok: Outcome = { _tag: "Ok" }
+
+const failed = (s: Step, operation: string, error: string): void =>
+  publish(s, SimbaEvent.BackendFailed({ operation, error }))
+
+const setStatus = (s: Step, e: Mutable<ElectionState>, status: ElectionStatus): void => {
+  if (e.status === status) return
+  e.status = status
+  publish(s, SimbaEvent.StatusChanged({ name: e.name, status }))
+}
+
+const retryKey = (handle: number) => `retry:${handle}`
+const cooldownKey = (handle: number) => `cooldown:${handle}`
+const handoverKey = (handle: number) => `handover:${handle}`
+const joinKey = (handle: number) => `join:${handle}`
+
+// ---------------------------------------------------------------------------------------------------
+// Session
+// ---------------------------------------------------------------------------------------------------
+
+const sessionUsable = (s: Step): boolean =>
+  s.session.id !== undefined && (s.session.status === "LIVE" || s.session.status === "SUSPENDED") &&
+  s.now < s.session.deadline
+
+const openSession = (s: Step): void => {
+  disarm(s, "renew")
+  disarm(s, "deadline")
+  disarm(s, "open")
+  s.session = {
+    ...s.session,
+    seq: s.session.seq + 1,
+    id: undefined,
+    status: "OPENING",
+    deadline: Number.NEGATIVE_INFINITY,
+    every: s.timing.renewInterval,
+    shortenedPublished: false,
+    renewing: undefined,
+    opening: undefined
+  }
+  s.released = new Map()
+  s.session.opening = call(s, { _tag: "OpenSession", ttl: s.timing.leaseDuration })
+}
+
+/** Rule: once the local deadline passed without a successful renewal, the session is over for us. */
+const checkDeadline = (s: Step): void => {
+  if (s.closed || s.session.id === undefined) return
+  if (s.session.status !== "LIVE" && s.session.status !== "SUSPENDED") return
+  if (s.now >= s.session.deadline) sessionLost(s, "DEADLINE_PASSED")
+}
+
+/** Applies a reply's remaining time: the deadline only moves forward; the renewal period may shorten. */
+const extendDeadline = (s: Step, sentAt: number, remaining: number): void => {
+  const deadline = Session.localDeadline(s.timing, sentAt, remaining)
+  if (deadline > s.session.deadline) s.session.deadline = deadline
+  const { every, shortened } = Session.renewEvery(s.timing, remaining)
+  s.session.every = every
+  if (shortened && !s.session.shortenedPublished && s.session.id !== undefined) {
+    s.session.shortenedPublished = true
+    publish(s, SimbaEvent.SessionLeaseShortened({ sessionId: s.session.id, granted: remaining, renewEvery: every }))
+  }
+  s.effects.push({ _tag: "Deadline", sessionSeq: s.session.seq, deadline: s.session.deadline })
+  arm(s, "deadline", s.session.deadline)
+  arm(s, "renew", sentAt + s.session.every)
+}
+
+const onOpened = (s: Step, requestId: number, sentAt: number, response: Response): void => {
+  if (requestId !== s.session.opening) {
+    if (response._tag === "Opened") call(s, { _tag: "CloseSession", sessionId: response.sessionId })
+    return
+  }
+  s.session.opening = undefined
+  if (response._tag !== "Opened") {
+    failed(s, "openSession", response._tag === "Failed" ? response.error : response._tag)
+    return arm(s, "open", s.now + Session.candidateRetry(s.timing, random(s)))
+  }
+  if (Session.localDeadline(s.timing, sentAt, response.remaining) <= s.now) {
+    // The reply came back after its own deadline: the session is useless to us.
+    call(s, { _tag: "CloseSession", sessionId: response.sessionId })
+    failed(s, "openSession", "reply arrived after the session's local deadline")
+    return arm(s, "open", s.now + s.timing.minBackoff)
+  }
+  s.session.id = response.sessionId
+  s.session.status = "LIVE"
+  publish(s, SimbaEvent.SessionOpened({ sessionId: response.sessionId }))
+  extendDeadline(s, sentAt, response.remaining)
+  for (const g of s.groups.values()) {
+    if (!g.leaving) joinGroup(s, g)
+  }
+  for (const e of s.elections.values()) tryAcquire(s, e)
+}
+
+const renew = (s: Step): void => {
+  if (!sessionUsable(s) || s.session.renewing !== undefined || s.session.id === undefined) return
+  s.session.renewing = call(s, { _tag: "KeepAlive", sessionId: s.session.id, ttl: s.timing.leaseDuration })
+}
+
+const onKeepAlive = (s: Step, requestId: number, sentAt: number, response: Response): void => {
+  if (requestId !== s.session.renewing) return
+  s.session.renewing = undefined
+  switch (response._tag) {
+    case "Live": {
+      extendDeadline(s, sentAt, response.remaining)
+      if (s.session.status === "SUSPENDED" && s.session.id !== undefined) {
+        s.session.status = "LIVE"
+        publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id }))
+      }
+      reconcileLeases(s, requestId, response.leases)
+      reconcileGroups(s, response.groups)
+      return
+    }
+    case "Expired":
+      return sessionLost(s, "SESSION_EXPIRED")
+    default: {
+      failed(s, "keepAlive", response._tag === "Failed" ? response.error : response._tag)
+      if (s.session.status === "LIVE" && s.session.id !== undefined) {
+        s.session.status = "SUSPENDED"
+        publish(s, SimbaEvent.SessionSuspended({ sessionId: s.session.id }))
+      }
+      const backoff = Session.renewalBackoff(s.timing, s.now, s.session.deadline, s.session.every)
+      return arm(s, "renew", s.now + backoff)
+    }
+  }
+}
+
+/**
+ * Rule 3: a term adopted before the renewal was sent but missing from its reply was taken over; a
+ * lease the session holds that no election holds or is acquiring is released.
+ */
+const reconcileLeases = (
+  s: Step,
+  requestId: number,
+  leases: ReadonlyArray<{ readonly name: string; readonly token: bigint }>
+): void => {
+  const held = new Map(leases.map((l) => [l.name, l.token]))
+  const byName = new Map<string, Array<Mutable<ElectionState>>>()
+  for (const e of s.elections.values()) {
+    const list = byName.get(e.name)
+    if (list) list.push(e)
+    else byName.set(e.name, [e])
+  }
+  for (const e of s.elections.values()) {
+    const term = e.term
+    if (term === undefined || term.sessionSeq !== s.session.seq || term.adoptedSeq > requestId) continue
+    if (held.get(e.name) !== term.token) loseTerm(s, e, "TAKEN_OVER")
+  }
+  const sessionId = s.session.id
+  if (sessionId === undefined) return
+  for (const [name, token] of held) {
+    const claimants = byName.get(name) ?? []
+    const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
+    if (!wanted) call(s, { _tag: "Release", sessionId, name, token })
+  }
+}
+
+/** Rule 4: an expired (or, for us, ended) session is never revived: revoke all, open a new one. */
+const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): void => {
+  const sessionId = s.session.id
+  for (const e of s.elections.values()) {
+    if (e.attempt !== undefined) e.attempt = undefined
+    if (e.term !== undefined) loseTerm(s, e, reason)
+  }
+  for (const g of s.groups.values()) {
+    g.joined = false
+    g.joining = undefined
+    g.listing = undefined
+  }
+  if (sessionId !== undefined) {
+    publish(s, SimbaEvent.SessionEnded({ sessionId, reason }))
+    // Best effort: if the backend is reachable after all, free our leases now rather than at expiry.
+    if (reason === "DEADLINE_PASSED") call(s, { _tag: "CloseSession", sessionId })
+  }
+  if (s.closing !== undefined) {
+    s.session = { ...s.session, id: undefined, status: "CLOSED", deadline: Number.NEGATIVE_INFINITY }
+    return maybeFinishClose(s)
+  }
+  openSession(s)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Elections
+// ---------------------------------------------------------------------------------------------------
+
+const newElection = (
+  s: Step,
+  fields: Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork">
+): Mutable<ElectionState> => {
+  const e: Mutable<ElectionState> = {
+    ...fields,
+    status: "CANDIDATE",
+    attempt: undefined,
+    hinted: false,
+    term: undefined,
+    cooldownUntil: 0,
+    afterHandover: "stop",
+    waiters: []
+  }
+  s.elections.set(e.handle, e)
+  return e
+}
+
+const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
+  if (s.closing !== undefined) return complete(s, ev.completion, { _tag: "Closed" })
+  const same = Array.from(s.elections.values()).filter((e) => e.name === ev.name)
+  if (same.length > 0 && !(ev.kind === "lock" && same.every((e) => e.kind === "lock"))) {
+    return complete(s, ev.completion, { _tag: "AlreadyStarted", name: ev.name })
+  }
+  const e = newElection(s, {
+    handle: ev.handle,
+    name: ev.name,
+    kind: ev.kind,
+    group: undefined,
+    partition: undefined,
+    hasWork: ev.hasWork
+  })
+  complete(s, ev.completion, ok)
+  if (same.length > 0) {
+    // Locks of one name in one client queue FIFO (handles are allocated in call order).
+    e.status = "QUEUED"
+    return
+  }
+  publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "CANDIDATE" }))
+  tryAcquire(s, e)
+}
+
+const tryAcquire = (s: Step, e: Mutable<ElectionState>): void => {
+  if (e.status !== "CANDIDATE" || e.attempt !== undefined || !sessionUsable(s) || s.session.id === undefined) return
+  if (s.session.status !== "LIVE") return
+  disarm(s, retryKey(e.handle))
+  e.hinted = false
+  e.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })
+}
+
+const scheduleRetry = (s: Step, e: Mutable<ElectionState>, sentAt: number, holderRemaining?: number): void => {
+  let at = s.now + Session.candidateRetry(s.timing, random(s))
+  if (holderRemaining !== undefined) {
+    at = Math.min(at, Session.afterHolderExpiry(s.timing, sentAt, holderRemaining, random(s)))
+  }
+  arm(s, retryKey(e.handle), at)
+}
+
+const onAcquire = (
+  s: Step,
+  ev: Extract<Event, { _tag: "Reply" }>,
+  request: Extract<Request, { _tag: "Acquire" }>
+): void => {
+  const response = ev.response
+  const e = Array.from(s.elections.values()).find((x) => x.attempt === ev.requestId)
+  if (e === undefined) {
+    // Rule 1: a reply to an abandoned attempt that won a lease gives it back.
+    if (response._tag === "Granted") {
+      call(s, { _tag: "Release", sessionId: request.sessionId, name: request.name, token: response.token })
+    }
+    return
+  }
+  e.attempt = undefined
+  switch (response._tag) {
+    case "Granted": {
+      const releasedAbove = s.released.get(e.name)
+      const current = request.sessionId === s.session.id && sessionUsable(s)
+      if (current && (releasedAbove === undefined || response.token > releasedAbove)) {
+        return adopt(s, e, response.token)
+      }
+      call(s, { _tag: "Release", sessionId: request.sessionId, name: request.name, token: response.token })
+      return scheduleRetry(s, e, ev.sentAt)
+    }
+    case "HeldBy":
+      if (e.hinted) return tryAcquire(s, e)
+      return scheduleRetry(s, e, ev.sentAt, response.remaining)
+    case "Expired":
+      if (request.sessionId === s.session.id) return sessionLost(s, "SESSION_EXPIRED")
+      return
+    default:
+      failed(s, "acquire", response._tag === "Failed" ? response.error : response._tag)
+      return scheduleRetry(s, e, ev.sentAt)
+  }
+}
+
+const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
+  const sessionId = s.session.id as string
+  const termId = nextId(s)
+  e.term = {
+    termId,
+    token,
+    sessionId,
+    sessionSeq: s.session.seq,
+    adoptedSeq: termId,
+    workRunning: e.hasWork,
+    revoked: false
+  }
+  disarm(s, retryKey(e.handle))
+  s.effects.push({
+    _tag: "Elected",
+    handle: e.handle,
+    termId,
+    name: e.name,
+    token,
+    sessionId,
+    sessionSeq: s.session.seq,
+    kind: e.kind,
+    group: e.group,
+    partition: e.partition
+  })
+  publish(s, SimbaEvent.Elected({ name: e.name, token }))
+  setStatus(s, e, "LEADER")
+}
+
+/** Rule 2, first half: revoke (exactly once per term). */
+const revoke = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
+  const term = e.term
+  if (term === undefined || term.revoked) return
+  e.term = { ...term, revoked: true }
+  s.effects.push({ _tag: "Revoked", handle: e.handle, termId: term.termId, name: e.name, token: term.token, reason })
+  publish(s, SimbaEvent.Revoked({ name: e.name, token: term.token, reason }))
+}
+
+/** Rule 2, second half: release with the term's token, after revocation. */
+const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
+  const term = e.term
+  if (term === undefined) return
+  e.term = undefined
+  const above = s.released.get(e.name)
+  if (term.sessionSeq === s.session.seq && (above === undefined || term.token > above)) {
+    s.released.set(e.name, term.token)
+  }
+  call(s, { _tag: "Release", sessionId: term.sessionId, name: e.name, token: term.token })
+}
+
+/** Involuntary loss: revoke at once, do not wait for the work, go back to candidacy (locks end). */
+const loseTerm = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
+  revoke(s, e, reason)
+  e.term = undefined
+  if (e.status === "HANDOVER") return finishHandover(s, e)
+  if (e.kind === "lock") return remove(s, e)
+  setStatus(s, e, "CANDIDATE")
+  if (reason === "TAKEN_OVER") scheduleRetry(s, e, s.now)
+}
+
+const stop = (s: Step, handle: number, completion: number): void => {
+  const e = s.elections.get(handle)
+  if (e === undefined) return complete(s, completion, ok)
+  e.waiters = [...e.waiters, completion]
+  beginStop(s, e, "stop", "STOPPED")
+}
+
+/** Voluntary end of a term (rule 5): with running work, hold the lease until it exits or the deadline. */
+const beginStop = (
+  s: Step,
+  e: Mutable<ElectionState>,
+  after: "stop" | "cooldown",
+  reason: "STOPPED" | "STEPPED_DOWN"
+): void => {
+  switch (e.status) {
+    case "HANDOVER":
+      if (after === "stop") e.afterHandover = "stop"
+      return
+    case "LEADER": {
+      revoke(s, e, reason)
+      if (e.term?.workRunning === true && sessionUsable(s)) {
+        e.afterHandover = after
+        setStatus(s, e, "HANDOVER")
+        return arm(s, handoverKey(e.handle), s.session.deadline)
+      }
+      releaseLease(s, e)
+      return after === "stop" ? remove(s, e) : enterCooldown(s, e)
+    }
+    default:
+      return after === "stop" ? remove(s, e) : enterCooldown(s, e)
+  }
+}
+
+const stepDown = (s: Step, handle: number, cooldown: number, completion: number): void => {
+  const e = s.elections.get(handle)
+  if (e === undefined) return complete(s, completion, ok)
+  e.cooldownUntil = Math.max(e.cooldownUntil, s.now + Math.max(0, cooldown))
+  e.waiters = [...e.waiters, completion]
+  beginStop(s, e, "cooldown", "STEPPED_DOWN")
+}
+
+const enterCooldown = (s: Step, e: Mutable<ElectionState>): void => {
+  e.attempt = undefined
+  e.hinted = false
+  disarm(s, retryKey(e.handle))
+  setStatus(s, e, "COOLDOWN")
+  arm(s, cooldownKey(e.handle), e.cooldownUntil)
+  completeWaiters(s, e)
+}
+
+const completeWaiters = (s: Step, e: Mutable<ElectionState>): void => {
+  for (const completion of e.waiters) complete(s, completion, ok)
+  e.waiters = []
+}
+
+const finishHandover = (s: Step, e: Mutable<ElectionState>): void => {
+  disarm(s, handoverKey(e.handle))
+  releaseLease(s, e)
+  if (e.afterHandover === "stop") return remove(s, e)
+  enterCooldown(s, e)
+}
+
+const workExited = (s: Step, handle: number, termId: number): void => {
+  const e = s.elections.get(handle)
+  if (e === undefined || e.term === undefined || e.term.termId !== termId) return
+  e.term = { ...e.term, workRunning: false }
+  if (e.status === "HANDOVER") finishHandover(s, e)
+}
+
+/** Removes an election for good (its lease, if any, was released before). */
+const remove = (s: Step, e: Mutable<ElectionState>): void => {
+  revoke(s, e, "STOPPED")
+  if (e.term !== undefined) releaseLease(s, e)
+  e.attempt = undefined
+  disarm(s, retryKey(e.handle))
+  disarm(s, cooldownKey(e.handle))
+  disarm(s, handoverKey(e.handle))
+  s.elections.delete(e.handle)
+  if (e.status !== "QUEUED") publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "STOPPED" }))
+  completeWaiters(s, e)
+  if (e.kind === "lock" && e.status !== "QUEUED") {
+    const next = Array.from(s.elections.values()).find((x) => x.name === e.name && x.status === "QUEUED")
+    if (next !== undefined) {
+      setStatus(s, next, "CANDIDATE")
+      tryAcquire(s, next)
+    }
+  }
+  if (e.group !== undefined) {
+    const g = Array.from(s.groups.values()).find((x) => x.group === e.group)
+    if (g !== undefined && g.leaving) maybeFinishLeave(s, g)
+  }
+  maybeFinishClose(s)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Timers and hints
+// ---------------------------------------------------------------------------------------------------
+
+const timer = (s: Step, key: string, id: number): void => {
+  if (s.timers.get(key) !== id) return // replaced or cancelled
+  s.timers.delete(key)
+  if (key === "renew") return renew(s)
+  if (key === "open") return s.session.id === undefined && s.session.opening === undefined ? openSession(s) : undefined
+  if (key === "deadline") return // checkDeadline already ran
+  const [kind, raw] = key.split(":")
+  const handle = Number(raw)
+  const e = s.elections.get(handle)
+  switch (kind) {
+    case "retry":
+      return e === undefined ? undefined : tryAcquire(s, e)
+    case "cooldown":
+      if (e === undefined || e.status !== "COOLDOWN") return
+      setStatus(s, e, "CANDIDATE")
+      return tryAcquire(s, e)
+    case "handover":
+      return e === undefined || e.status !== "HANDOVER" ? undefined : finishHandover(s, e)
+    case "join": {
+      const g = s.groups.get(handle)
+      return g === undefined ? undefined : joinGroup(s, g)
+    }
+  }
+}
+
+const hint = (s: Step, h: HintEvent): void => {
+  if (h._tag === "Released") {
+    for (const e of s.elections.values()) {
+      if (e.name !== h.name || e.status !== "CANDIDATE") continue
+      if (e.attempt !== undefined) e.hinted = true
+      else tryAcquire(s, e)
+    }
+    return
+  }
+  for (const g of s.groups.values()) {
+    if (g.group === h.group) listMembers(s, g)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Replies
+// ---------------------------------------------------------------------------------------------------
+
+const reply = (s: Step, ev: Extract<Event, { _tag: "Reply" }>): void => {
+  const { request, requestId, response, sentAt } = ev
+  switch (request._tag) {
+    case "OpenSession":
+      return onOpened(s, requestId, sentAt, response)
+    case "KeepAlive":
+      return onKeepAlive(s, requestId, sentAt, response)
+    case "Acquire":
+      return onAcquire(s, ev, request)
+    case "Join":
+      return onJoined(s, requestId, request, response)
+    case "Members":
+      return onMembers(s, requestId, response)
+    case "CloseSession":
+      return onClosed(s, request)
+    case "Release":
+    case "Leave":
+      // A failed release is retried by rule 3 at the next renewal; a failed leave ends with the session.
+      if (response._tag === "Failed") failed(s, request._tag === "Release" ? "release" : "leave", response.error)
+      return
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Partition groups
+// ---------------------------------------------------------------------------------------------------
+
+const join = (s: Step, ev: Extract<Event, { _tag: "Join" }>): void => {
+  if (s.closing !== undefined) return complete(s, ev.completion, { _tag: "Closed" })
+  if (Array.from(s.groups.values()).some((g) => g.group === ev.group)) {
+    return complete(s, ev.completion, { _tag: "AlreadyStarted", name: ev.group })
+  }
+  const g: Mutable<GroupState> = {
+    handle: ev.handle,
+    group: ev.group,
+    partitions: ev.partitions,
+    joined: false,
+    joining: undefined,
+    listing: undefined,
+    members: [],
+    owned: [],
+    leaving: false,
+    waiters: []
+  }
+  s.groups.set(g.handle, g)
+  complete(s, ev.completion, ok)
+  joinGroup(s, g)
+}
+
+const joinGroup = (s: Step, g: Mutable<GroupState>): void => {
+  if (g.joining !== undefined || g.leaving || s.session.status !== "LIVE" || s.session.id === undefined) return
+  disarm(s, joinKey(g.handle))
+  g.joining = call(s, { _tag: "Join", sessionId: s.session.id, group: g.group })
+}
+
+const listMembers = (s: Step, g: Mutable<GroupState>): void => {
+  if (g.listing !== undefined || !g.joined || g.leaving) return
+  g.listing = call(s, { _tag: "Members", group: g.group })
+}
+
+const onJoined = (s: Step, requestId: number, request: Extract<Request, { _tag: "Join" }>, response: Response): void => {
+  const g = Array.from(s.groups.values()).find((x) => x.joining === requestId)
+  if (g === undefined) return
+  g.joining = undefined
+  if (response._tag === "Joined") {
+    g.joined = true
+    return listMembers(s, g)
+  }
+  if (response._tag === "Expired") {
+    if (request.sessionId === s.session.id) sessionLost(s, "SESSION_EXPIRED")
+    return
+  }
+  failed(s, "join", response._tag === "Failed" ? response.error : response._tag)
+  arm(s, joinKey(g.handle), s.now + Session.candidateRetry(s.timing, random(s)))
+}
+
+const onMembers = (s: Step, requestId: number, response: Response): void => {
+  const g = Array.from(s.groups.values()).find((x) => x.listing === requestId)
+  if (g === undefined) return
+  g.listing = undefined
+  if (response._tag === "MemberList") return applyView(s, g, response.members)
+  failed(s, "members", response._tag === "Failed" ? response.error : response._tag)
+}
+
+const reconcileGroups = (
+  s: Step,
+  views: ReadonlyArray<{ readonly group: string; readonly members: ReadonlyArray<string> }>
+): void => {
+  const byGroup = new Map(views.map((v) => [v.group, v.members]))
+  for (const g of s.groups.values()) {
+    if (g.leaving || !g.joined) continue
+    const members = byGroup.get(g.group)
+    if (members === undefined) {
+      // The backend no longer lists us as a member: join again.
+      g.joined = false
+      joinGroup(s, g)
+    } else {
+      applyView(s, g, members)
+    }
+  }
+}
+
+const sameList = <A>(a: ReadonlyArray<A>, b: ReadonlyArray<A>): boolean =>
+  a.length === b.length && a.every((x, i) => x === b[i])
+
+/** A new view of the group: lead the partitions we win, hand over the ones we lose. */
+const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<string>): void => {
+  const me = s.session.id
+  if (me === undefined || g.leaving) return
+  const members = [...new Set(view.includes(me) ? view : [...view, me])].sort()
+  const owned = PartitionAssignment.owned(g.partitions, members, me)
+  const membersChanged = !sameList(members, g.members)
+  const ownedChanged = !sameList(owned, g.owned)
+  g.members = members
+  g.owned = owned
+  if (membersChanged) publish(s, SimbaEvent.GroupView({ group: g.group, members }))
+  if (!membersChanged && !ownedChanged) return
+  if (ownedChanged) publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: owned }))
+  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members, owned })
+  const mine = new Set(owned)
+  for (const e of Array.from(s.elections.values())) {
+    if (e.group !== g.group || e.partition === undefined) continue
+    if (!mine.has(e.partition)) beginStop(s, e, "stop", "STOPPED")
+  }
+  for (const partition of owned) {
+    const exists = Array.from(s.elections.values()).some((e) => e.group === g.group && e.partition === partition)
+    if (exists) continue
+    const e = newElection(s, {
+      // Shell handles are positive; the engine numbers the partition elections it creates negatively.
+      handle: -nextId(s),
+      name: `${g.group}.${partition}`,
+      kind: "partition",
+      group: g.group,
+      partition,
+      hasWork: true
+    })
+    publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "CANDIDATE" }))
+    tryAcquire(s, e)
+  }
+}
+
+const leave = (s: Step, handle: number, completion: number | undefined): void => {
+  const g = s.groups.get(handle)
+  if (g === undefined) return completion === undefined ? undefined : complete(s, completion, ok)
+  if (completion !== undefined) g.waiters = [...g.waiters, completion]
+  if (g.leaving) return
+  g.leaving = true
+  disarm(s, joinKey(g.handle))
+  for (const e of Array.from(s.elections.values())) {
+    if (e.group === g.group) beginStop(s, e, "stop", "STOPPED")
+  }
+  maybeFinishLeave(s, g)
+}
+
+const maybeFinishLeave = (s: Step, g: Mutable<GroupState>): void => {
+  if (Array.from(s.elections.values()).some((e) => e.group === g.group)) return
+  if (!s.groups.delete(g.handle)) return
+  if (s.session.id !== undefined && s.closing === undefined) {
+    call(s, { _tag: "Leave", sessionId: s.session.id, group: g.group })
+  }
+  if (g.owned.length > 0) {
+    publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: [] }))
+  }
+  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members: [], owned: [] })
+  for (const completion of g.waiters) complete(s, completion, ok)
+  maybeFinishClose(s)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Close
+// ---------------------------------------------------------------------------------------------------
+
+const close = (s: Step, completion: number): void => {
+  if (s.closing !== undefined) {
+    s.closing.push(completion)
+    return
+  }
+  s.closing = [completion]
+  for (const g of Array.from(s.groups.values())) leave(s, g.handle, undefined)
+  for (const e of Array.from(s.elections.values())) beginStop(s, e, "stop", "STOPPED")
+  maybeFinishClose(s)
+}
+
+/** Once every work has handed over, close the session (which releases everything at once). */
+const maybeFinishClose = (s: Step): void => {
+  if (s.closing === undefined || s.closed) return
+  if (s.elections.size > 0 || s.groups.size > 0) return
+  s.closed = true
+  for (const key of Array.from(s.timers.keys())) disarm(s, key)
+  const sessionId = s.session.id
+  const wasOpen = sessionId !== undefined && s.session.status !== "CLOSED"
+  s.session = { ...s.session, status: "CLOSED", deadline: Number.NEGATIVE_INFINITY, renewing: undefined }
+  if (wasOpen) {
+    call(s, { _tag: "CloseSession", sessionId })
+    publish(s, SimbaEvent.SessionEnded({ sessionId, reason: "STOPPED" }))
+    return
+  }
+  finishClose(s)
+}
+
+const finishClose = (s: Step): void => {
+  for (const completion of s.closing ?? []) complete(s, completion, ok)
+  s.closing = []
+}
+
+const onClosed = (s: Step, request: Extract<Request, { _tag: "CloseSession" }>): void => {
+  if (s.closed && s.closing !== undefined && s.closing.length > 0 && request.sessionId === s.session.id) {
+    finishClose(s)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Views for snapshots and tests
+// ---------------------------------------------------------------------------------------------------
+
+/** The election of `name` that is not queued, if any. */
+export const electionByName = (state: State, name: string): ElectionState | undefined =>
+  Array.from(state.elections.values()).find((e) => e.name === name && e.status !== "QUEUED")
+
+/** Public status of an election (queued locks are candidates from the outside). */
+export const publicStatus = (e: ElectionState): ElectionStatus => e.status === "QUEUED" ? "CANDIDATE" : e.status

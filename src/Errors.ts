@@ -1,0 +1,66 @@
+/**
+ * Every error the client can fail with. Each is a `Data.TaggedError`, so `Effect.catchTag` works on
+ * the `_tag` names fixed by the spec.
+ */
+import * as Data from "effect/Data"
+import type { RevokeReason } from "./Term.js"
+
+/** A lease or group name broke one of the naming rules; no backend was called. */
+export class InvalidLeaseNameError extends Data.TaggedError("InvalidLeaseNameError")<{
+  readonly name: string
+  readonly rule: string
+}> {
+  override get message() {
+    return `invalid lease name ${JSON.stringify(this.name)}: ${this.rule}`
+  }
+}
+
+/** A `SimbaConfig` field is missing, malformed or breaks a timing rule. */
+export class SimbaConfigError extends Data.TaggedError("SimbaConfigError")<{
+  readonly field: string
+  readonly rule: string
+}> {
+  override get message() {
+    return `invalid Simba configuration, ${this.field}: ${this.rule}`
+  }
+}
+
+/** The term of a `withLock` body ended involuntarily; the body was interrupted. */
+export class LockLostError extends Data.TaggedError("LockLostError")<{
+  readonly name: string
+  readonly token: bigint
+  readonly reason: RevokeReason
+}> {
+  override get message() {
+    return `lock ${this.name} (token ${this.token}) lost: ${this.reason}`
+  }
+}
+
+/** The lock was not acquired within `options.timeout`; the attempt was abandoned for good. */
+export class LockTimeoutError extends Data.TaggedError("LockTimeoutError")<{
+  readonly name: string
+  readonly timeout: string
+}> {
+  override get message() {
+    return `lock ${this.name} not acquired within ${this.timeout}`
+  }
+}
+
+/** An election (or lock) of this name is already started on this client. */
+export class ElectionAlreadyStartedError extends Data.TaggedError("ElectionAlreadyStartedError")<{
+  readonly name: string
+}> {
+  override get message() {
+    return `an election named ${this.name} is already started on this client`
+  }
+}
+
+/** The client was closed; nothing more can be started on it. */
+export class SimbaClosedError extends Data.TaggedError("SimbaClosedError")<{}> {
+  override get message() {
+    return "the Simba client is closed"
+  }
+}
+
+export { BackendError } from "./LeaseBackend.js"
+export { TermExpiredError } from "./Term.js"

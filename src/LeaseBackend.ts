@@ -1,0 +1,110 @@
+/**
+ * The LeaseBackend SPI: everything the client needs from a store, as a `Context.Tag` of functions.
+ *
+ * Rules every implementation keeps (checked by the TCK in `test/tck/`):
+ * - each method makes a bounded number of round trips, independent of how many leases or groups exist;
+ * - every time in a reply is a *duration* measured on the backend's own clock, never a timestamp;
+ * - a session the backend expired is never revived: `keepAlive` and `acquire` answer `Expired`;
+ * - session ids are never reused; tokens of one name only rise, forever, for a given store;
+ * - a timed-out or failed call fails with `BackendError`, never succeeds silently.
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Stream from "effect/Stream"
+
+/** A backend call failed, timed out or answered something the client cannot read. */
+export class BackendError extends Data.TaggedError("BackendError")<{
+  readonly backend: string
+  readonly operation: string
+  readonly cause: unknown
+}> {
+  override get message() {
+    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `${this.backend} ${this.operation} failed: ${cause}`
+  }
+}
+
+/** A session the backend opened, with its time to live on the backend's clock. */
+export interface OpenedSession {
+  readonly sessionId: string
+  readonly remaining: Duration.Duration
+}
+
+/** A lease a session holds. */
+export interface HeldLease {
+  readonly name: string
+  readonly token: bigint
+}
+
+/** The live members of a group the session belongs to, as of the renewal. */
+export interface GroupView {
+  readonly group: string
+  readonly members: ReadonlyArray<string>
+}
+
+/** Answer to `keepAlive`. */
+export type KeepAliveReply = Data.TaggedEnum<{
+  /** The session lives on for `remaining` (backend clock); it holds exactly `leases` and belongs to `groups`. */
+  Live: {
+    readonly remaining: Duration.Duration
+    readonly leases: ReadonlyArray<HeldLease>
+    readonly groups: ReadonlyArray<GroupView>
+  }
+  /** The session is gone for good; open a new one. */
+  Expired: {}
+}>
+export const KeepAliveReply = Data.taggedEnum<KeepAliveReply>()
+
+/** Answer to `acquire`. */
+export type AcquireReply = Data.TaggedEnum<{
+  /** The session now holds the lease with this fencing token (> 0, above every earlier token of the name). */
+  Granted: { readonly token: bigint }
+  /**
+   * Another session holds it. `remaining`, where the backend knows it, is how long the holder's
+   * session has left on the backend's clock (so a candidate can try again just after it).
+   */
+  HeldBy: { readonly token: bigint | undefined; readonly remaining: Duration.Duration | undefined }
+  /** The requesting session is gone for good. */
+  Expired: {}
+}>
+export const AcquireReply = Data.taggedEnum<AcquireReply>()
+
+/** Answer to `join`. */
+export type JoinReply = "Joined" | "Expired"
+
+/** Pushes from the backend that let a client act before its next poll. */
+export type Hint = Data.TaggedEnum<{
+  /** The lease `name` was released (or its session closed): candidates may try at once. */
+  Released: { readonly name: string }
+  /** The membership of `group` changed. */
+  GroupChanged: { readonly group: string }
+}>
+export const Hint = Data.taggedEnum<Hint>()
+
+/** The store behind the client. */
+export interface LeaseBackendService {
+  /** A short name for errors, metrics and spans: `memory`, `redis`, `postgres`, `mysql`, `zookeeper`. */
+  readonly backend: string
+  /** Open a new session that expires after `ttl` of silence. The backend may grant less. */
+  readonly openSession: (ttl: Duration.Duration) => Effect.Effect<OpenedSession, BackendError>
+  /** Renew the session for `ttl`, in one round trip per node whatever the number of leases. */
+  readonly keepAlive: (sessionId: string, ttl: Duration.Duration) => Effect.Effect<KeepAliveReply, BackendError>
+  /** Close the session: release all its leases and leave all its groups. A no-op for an unknown session. */
+  readonly closeSession: (sessionId: string) => Effect.Effect<void, BackendError>
+  /** Try to take the lease `name` for the session. */
+  readonly acquire: (sessionId: string, name: string) => Effect.Effect<AcquireReply, BackendError>
+  /** Release the lease `name`: a no-op unless the session still holds it with exactly `token`. */
+  readonly release: (sessionId: string, name: string, token: bigint) => Effect.Effect<void, BackendError>
+  /** Make the session a member of `group` for as long as it lives. */
+  readonly join: (sessionId: string, group: string) => Effect.Effect<JoinReply, BackendError>
+  /** Remove the session from `group`. */
+  readonly leave: (sessionId: string, group: string) => Effect.Effect<void, BackendError>
+  /** The live members (session ids) of `group`, expired sessions excluded. */
+  readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, BackendError>
+  /** Released and group-change pushes; `Stream.empty` for a backend that has none. */
+  readonly hints: Stream.Stream<Hint>
+}
+
+export class LeaseBackend extends Context.Tag("simba/LeaseBackend")<LeaseBackend, LeaseBackendService>() {}

@@ -1,0 +1,10 @@
+/**
+ * Ready-made layers providing `Simba`, each configured from the environment: the timing from
+ * `SIMBA_*` and the backend's own settings.
+ */
+import * as Layer from "effect/Layer"
+import * as MemoryBackend from "./layers/Memory.js"
+import * as Simba from "./Simba.js"
+
+/** `Simba` on a fresh in-process backend: the embedded default for demos and single-process tests. */
+export const SimbaMemoryLive = Simba.layerConfig.pipe(Layer.provide(MemoryBackend.layer))

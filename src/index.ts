@@ -1,0 +1,18 @@
+/**
+ * Simba for Effect: leader election, fenced distributed locks, partitioned leadership and leader-only
+ * schedules over pluggable backends.
+ */
+export * as Simba from "./Simba.js"
+export * as Term from "./Term.js"
+export { RevokeReason } from "./Term.js"
+export * as SimbaConfig from "./SimbaConfig.js"
+export { SimbaEvent } from "./SimbaEvent.js"
+export type { ElectionStatus, SessionEndReason, SessionStatus } from "./SimbaEvent.js"
+export * as LeaseBackend from "./LeaseBackend.js"
+export * as LeaseName from "./LeaseName.js"
+export * as PartitionAssignment from "./PartitionAssignment.js"
+export * as Engine from "./Engine.js"
+export * as MemoryBackend from "./layers/Memory.js"
+export * from "./Errors.js"
+export { SimbaMemoryLive } from "./Live.js"
+export type { Election, ElectionError, LockError, SimbaClient, SimbaSnapshot } from "./Client.js"

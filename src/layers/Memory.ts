@@ -1,0 +1,355 @@
+/**
+ * The in-memory `LeaseBackend`: the whole SPI in process, for tests, demos and users' own tests.
+ *
+ * It behaves like a real server, so the client cannot tell the difference:
+ * - all state lives in one `SynchronizedRef` and every call is one atomic, uninterruptible step, so
+ *   concurrent fibers see the same serialised history a database would give them;
+ * - time is the backend's own clock, `Clock.currentTimeMillis` read at each call, so `TestClock` drives
+ *   expiry and every duration in a reply is measured on that clock. Milliseconds, not
+ *   `currentTimeNanos`: `TestClock` turns a fractional-millisecond instant (reached by sleeps of
+ *   `10 s / 7`) into nanoseconds with `BigInt(instant * 1e6)`, which throws when the product is not an
+ *   integer. A wall
+ *   clock is also what real servers decide with (Redis `TIME`, SQL `now()`);
+ * - expiry is lazy: each call first drops every session whose last renewal is `ttl` or more in the
+ *   past (no background fiber, nothing to schedule under `TestClock`). Like a Redis key running out,
+ *   expiry is silent: it pushes no hint; candidates learn of it from `HeldBy.remaining` or their poll;
+ * - an expired or closed session is gone for good: `keepAlive`, `acquire` and `join` answer `Expired`;
+ * - session ids are random 128-bit values (32 lowercase hex) drawn from Effect's `Random`, checked
+ *   against every id this backend ever issued (kept for the backend's lifetime, a few dozen bytes per
+ *   session ever opened), so they never repeat even under a seeded or fixed `Random`;
+ * - the token counter of a name survives release and expiry, so tokens only rise, forever.
+ *
+ * Several clients share one backend by providing the value `make` returns:
+ * `Effect.provideService(LeaseBackend, backend)`.
+ */
+import * as Arr from "effect/Array"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import type * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
+import * as HashSet from "effect/HashSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Order from "effect/Order"
+import * as PubSub from "effect/PubSub"
+import * as Random from "effect/Random"
+import * as Stream from "effect/Stream"
+import * as SynchronizedRef from "effect/SynchronizedRef"
+import {
+  AcquireReply,
+  BackendError,
+  type HeldLease,
+  Hint,
+  type JoinReply,
+  KeepAliveReply,
+  LeaseBackend,
+  type LeaseBackendService,
+  type OpenedSession
+} from "../LeaseBackend.js"
+
+/** The backend name used in errors, metrics and spans. */
+export const backend = "memory"
+
+/** Options of `makeWith` / `layerWith`. */
+export interface Options {
+  /**
+   * The longest session ttl the backend grants; a longer request is cut to it, as ZooKeeper caps
+   * session timeouts. Lets a test exercise a backend that grants less than asked. Default: no cap.
+   */
+  readonly maxTtl?: Duration.DurationInput | undefined
+}
+
+interface Session {
+  /** Backend-clock instant (milliseconds) at which the session expires unless renewed. */
+  readonly expiresAt: number
+  readonly leases: HashSet.HashSet<string>
+  readonly groups: HashSet.HashSet<string>
+}
+
+interface Lease {
+  /** The live session holding the lease, or `undefined` when it is free. */
+  readonly holder: string | undefined
+  /** The last token granted for this name: the holder's token, and the floor for the next grant. */
+  readonly token: bigint
+}
+
+interface State {
+  /** Every session id ever issued: checked so no id is ever handed out twice. */
+  readonly issued: HashSet.HashSet<string>
+  readonly sessions: HashMap.HashMap<string, Session>
+  /** Never shrinks: a free lease keeps its token so the next grant is larger. */
+  readonly leases: HashMap.HashMap<string, Lease>
+  /** Live members per group; a group with no members is removed. */
+  readonly groups: HashMap.HashMap<string, HashSet.HashSet<string>>
+}
+
+/** One call's outcome: the reply, the new state, and the hints to push. */
+type Step<A> = readonly [reply: A, state: State, hints: ReadonlyArray<Hint>]
+
+const empty: State = {
+  issued: HashSet.empty(),
+  sessions: HashMap.empty(),
+  leases: HashMap.empty(),
+  groups: HashMap.empty()
+}
+
+const sortStrings = Arr.sort(Order.string)
+
+/** Removes `sessionId` and everything it holds; the hints say which leases were freed and groups changed. */
+const dropSession = (state: State, sessionId: string, session: Session): readonly [State, Array<Hint>] => {
+  const hints: Array<Hint> = []
+  let leases = state.leases
+  for (const name of session.leases) {
+    leases = HashMap.modify(leases, name, (lease) => ({ holder: undefined, token: lease.token }))
+    hints.push(Hint.Released({ name }))
+  }
+  let groups = state.groups
+  for (const group of session.groups) {
+    groups = HashMap.modifyAt(groups, group, (members) =>
+      Option.filter(Option.map(members, HashSet.remove(sessionId)), (set) => HashSet.size(set) > 0))
+    hints.push(Hint.GroupChanged({ group }))
+  }
+  return [{ ...state, sessions: HashMap.remove(state.sessions, sessionId), leases, groups }, hints]
+}
+
+/** Drops every session that has expired by `now`, silently. */
+const expire = (state: State, now: number): State => {
+  let next = state
+  for (const [sessionId, session] of state.sessions) {
+    if (session.expiresAt <= now) next = dropSession(next, sessionId, session)[0]
+  }
+  return next
+}
+
+const remainingOf = (session: Session, now: number): Duration.Duration => Duration.millis(session.expiresAt - now)
+
+const updateSession = (state: State, sessionId: string, session: Session): State => ({
+  ...state,
+  sessions: HashMap.set(state.sessions, sessionId, session)
+})
+
+/** Fresh 128-bit id as 32 lowercase hex, from four 32-bit draws of `Random`. */
+const randomId: Effect.Effect<string> = Effect.map(
+  Effect.all(Arr.replicate(Random.nextIntBetween(0, 0x1_0000_0000), 4)),
+  (words) => words.map((word) => word.toString(16).padStart(8, "0")).join("")
+)
+
+/** How many draws may collide with issued ids before the `Random` service is deemed broken. */
+const maxIdDraws = 16
+
+/**
+ * Makes a backend with options. Each call makes an independent store; share the returned value
+ * between clients to put them on the same store.
+ */
+export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendService> =>
+  Effect.gen(function*() {
+    const maxTtl = options.maxTtl === undefined ? Infinity : Duration.toMillis(options.maxTtl)
+    if (!(maxTtl > 0)) {
+      return yield* Effect.die(new Cause.IllegalArgumentException("MemoryBackend maxTtl must be positive"))
+    }
+    const ref = yield* SynchronizedRef.make(empty)
+    const pubsub = yield* PubSub.unbounded<Hint>()
+
+    const fail = (operation: string, message: string) =>
+      new BackendError({ backend, operation, cause: new Cause.IllegalArgumentException(message) })
+
+    /** The ttl granted for a request of `ttl`, in milliseconds: as asked, cut to `maxTtl`. */
+    const grant = (operation: string, ttl: Duration.Duration): Effect.Effect<number, BackendError> => {
+      const asked = Duration.toMillis(ttl)
+      if (!Number.isFinite(asked) || asked <= 0) {
+        return Effect.fail(fail(operation, `ttl must be finite and positive, got ${Duration.format(ttl)}`))
+      }
+      return Effect.succeed(Math.min(asked, maxTtl))
+    }
+
+    /**
+     * Runs one call as a single atomic step on the state, after dropping expired sessions, and pushes
+     * its hints before the next call can start, so subscribers see hints in the order of the calls.
+     */
+    const transactEffect = <A, E>(
+      f: (state: State, now: number) => Effect.Effect<Step<A>, E>
+    ): Effect.Effect<A, E> =>
+      SynchronizedRef.modifyEffect(ref, (state) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => f(expire(state, now), now)).pipe(
+          Effect.tap(([, , hints]) => hints.length === 0 ? Effect.void : PubSub.publishAll(pubsub, hints)),
+          Effect.map(([reply, next]) => [reply, next] as const)
+        )).pipe(Effect.uninterruptible)
+
+    const transact = <A>(f: (state: State, now: number) => Step<A>): Effect.Effect<A> =>
+      transactEffect((state, now) => Effect.succeed(f(state, now)))
+
+    const freshId = (state: State): Effect.Effect<string, BackendError> =>
+      Effect.gen(function*() {
+        for (let draw = 0; draw < maxIdDraws; draw++) {
+          const id = yield* randomId
+          if (!HashSet.has(state.issued, id)) return id
+        }
+        return yield* Effect.fail(fail("openSession", `Random gave ${maxIdDraws} already issued session ids in a row`))
+      })
+
+    const openSession = (ttl: Duration.Duration): Effect.Effect<OpenedSession, BackendError> =>
+      Effect.flatMap(grant("openSession", ttl), (granted) =>
+        transactEffect((state, now) =>
+          Effect.map(freshId(state), (sessionId): Step<OpenedSession> => [
+            { sessionId, remaining: Duration.millis(granted) },
+            {
+              ...updateSession(state, sessionId, {
+                expiresAt: now + granted,
+                leases: HashSet.empty(),
+                groups: HashSet.empty()
+              }),
+              issued: HashSet.add(state.issued, sessionId)
+            },
+            []
+          ])
+        ))
+
+    const keepAlive = (sessionId: string, ttl: Duration.Duration): Effect.Effect<KeepAliveReply, BackendError> =>
+      Effect.flatMap(grant("keepAlive", ttl), (granted) =>
+        transact((state, now): Step<KeepAliveReply> => {
+          const session = HashMap.get(state.sessions, sessionId)
+          if (Option.isNone(session)) return [KeepAliveReply.Expired(), state, []]
+          const renewed: Session = { ...session.value, expiresAt: now + granted }
+          const leases = sortStrings(renewed.leases).map((name): HeldLease => ({
+            name,
+            token: Option.getOrThrow(HashMap.get(state.leases, name)).token
+          }))
+          const groups = sortStrings(renewed.groups).map((group) => ({
+            group,
+            members: sortStrings(Option.getOrElse(HashMap.get(state.groups, group), HashSet.empty<string>))
+          }))
+          return [
+            KeepAliveReply.Live({ remaining: Duration.millis(granted), leases, groups }),
+            updateSession(state, sessionId, renewed),
+            []
+          ]
+        }))
+
+    const closeSession = (sessionId: string): Effect.Effect<void> =>
+      transact((state): Step<void> => {
+        const session = HashMap.get(state.sessions, sessionId)
+        if (Option.isNone(session)) return [undefined, state, []]
+        const [next, hints] = dropSession(state, sessionId, session.value)
+        return [undefined, next, hints]
+      })
+
+    /**
+     * A session asking again for a lease it already holds gets `Granted` with the same token: the
+     * request is idempotent, so a retried acquire (lost reply, timeout) never forks a second token.
+     */
+    const acquire = (sessionId: string, name: string): Effect.Effect<AcquireReply> =>
+      transact((state, now): Step<AcquireReply> => {
+        const session = HashMap.get(state.sessions, sessionId)
+        if (Option.isNone(session)) return [AcquireReply.Expired(), state, []]
+        const lease = HashMap.get(state.leases, name)
+        if (Option.isSome(lease) && lease.value.holder !== undefined) {
+          const { holder, token } = lease.value
+          if (holder === sessionId) return [AcquireReply.Granted({ token }), state, []]
+          const remaining = Option.map(HashMap.get(state.sessions, holder), (s) => remainingOf(s, now))
+          return [AcquireReply.HeldBy({ token, remaining: Option.getOrUndefined(remaining) }), state, []]
+        }
+        const token = Option.match(lease, { onNone: () => 1n, onSome: (free) => free.token + 1n })
+        return [
+          AcquireReply.Granted({ token }),
+          {
+            ...updateSession(state, sessionId, {
+              ...session.value,
+              leases: HashSet.add(session.value.leases, name)
+            }),
+            leases: HashMap.set(state.leases, name, { holder: sessionId, token })
+          },
+          []
+        ]
+      })
+
+    const release = (sessionId: string, name: string, token: bigint): Effect.Effect<void> =>
+      transact((state): Step<void> => {
+        const lease = HashMap.get(state.leases, name)
+        const session = HashMap.get(state.sessions, sessionId)
+        if (
+          Option.isNone(lease) || Option.isNone(session) ||
+          lease.value.holder !== sessionId || lease.value.token !== token
+        ) return [undefined, state, []]
+        return [
+          undefined,
+          {
+            ...updateSession(state, sessionId, {
+              ...session.value,
+              leases: HashSet.remove(session.value.leases, name)
+            }),
+            leases: HashMap.set(state.leases, name, { holder: undefined, token })
+          },
+          [Hint.Released({ name })]
+        ]
+      })
+
+    const join = (sessionId: string, group: string): Effect.Effect<JoinReply> =>
+      transact((state): Step<JoinReply> => {
+        const session = HashMap.get(state.sessions, sessionId)
+        if (Option.isNone(session)) return ["Expired", state, []]
+        if (HashSet.has(session.value.groups, group)) return ["Joined", state, []]
+        const members = Option.getOrElse(HashMap.get(state.groups, group), HashSet.empty<string>)
+        return [
+          "Joined",
+          {
+            ...updateSession(state, sessionId, { ...session.value, groups: HashSet.add(session.value.groups, group) }),
+            groups: HashMap.set(state.groups, group, HashSet.add(members, sessionId))
+          },
+          [Hint.GroupChanged({ group })]
+        ]
+      })
+
+    const leave = (sessionId: string, group: string): Effect.Effect<void> =>
+      transact((state): Step<void> => {
+        const session = HashMap.get(state.sessions, sessionId)
+        if (Option.isNone(session) || !HashSet.has(session.value.groups, group)) return [undefined, state, []]
+        return [
+          undefined,
+          {
+            ...updateSession(state, sessionId, {
+              ...session.value,
+              groups: HashSet.remove(session.value.groups, group)
+            }),
+            groups: HashMap.modifyAt(state.groups, group, (members) =>
+              Option.filter(Option.map(members, HashSet.remove(sessionId)), (set) => HashSet.size(set) > 0))
+          },
+          [Hint.GroupChanged({ group })]
+        ]
+      })
+
+    const members = (group: string): Effect.Effect<ReadonlyArray<string>> =>
+      transact((state): Step<ReadonlyArray<string>> => [
+        sortStrings(Option.getOrElse(HashMap.get(state.groups, group), HashSet.empty<string>)),
+        state,
+        []
+      ])
+
+    return LeaseBackend.of({
+      backend,
+      openSession,
+      keepAlive,
+      closeSession,
+      acquire,
+      release,
+      join,
+      leave,
+      members,
+      hints: Stream.fromPubSub(pubsub)
+    })
+  })
+
+/** Makes a backend that grants every ttl as asked. */
+export const make: Effect.Effect<LeaseBackendService> = makeWith()
+
+/** Provides a fresh in-memory `LeaseBackend`. */
+export const layer: Layer.Layer<LeaseBackend> = Layer.effect(LeaseBackend, make)
+
+/** Provides a fresh in-memory `LeaseBackend` made with `options`. */
+export const layerWith = (options: Options): Layer.Layer<LeaseBackend> => Layer.effect(LeaseBackend, makeWith(options))
+
+/** Provides a fresh in-memory `LeaseBackend` with options read from `config`. */
+export const layerConfig = (config: Config.Config<Options>): Layer.Layer<LeaseBackend, ConfigError.ConfigError> =>
+  Layer.effect(LeaseBackend, Effect.flatMap(config, makeWith))

@@ -1,0 +1,159 @@
+/**
+ * The real Redis servers the Redis tests run against: the single node on 127.0.0.1:6379 and the
+ * 3-master cluster on 127.0.0.1:7000-7002 (both started by `scripts/services.sh`, which `npm test` runs
+ * first), plus private `redis-server` processes that a failure test may kill, pause or demote. Also
+ * raw ioredis clients to look at the keys, and a hint watcher.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import { Cluster, Redis } from "ioredis"
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
+import * as RedisBackend from "../../src/layers/Redis.js"
+
+export const singleNode: RedisBackend.RedisOptions = { url: "redis://127.0.0.1:6379" }
+
+export const clusterNodes = [7000, 7001, 7002].map((port) => ({ host: "127.0.0.1", port }))
+
+export const cluster: RedisBackend.RedisOptions = { cluster: { nodes: clusterNodes } }
+
+/** Session ttl of the real-time suites: short, so expiry tests stay quick. */
+export const ttl = "1500 millis"
+
+/** The three ways the backend runs: one script per call on one node, per-slot calls on one node, and a cluster. */
+export const modes = [
+  { label: "single node", options: singleNode, cluster: false, routeBySlot: false },
+  { label: "single node, routeBySlot", options: { ...singleNode, routeBySlot: true }, cluster: false, routeBySlot: true },
+  { label: "cluster", options: cluster, cluster: true, routeBySlot: true }
+] as const
+
+export type Mode = (typeof modes)[number]
+
+export type RawClient = Redis | Cluster
+
+/** A plain ioredis client on the mode's server(s), closed with the scope. */
+export const rawClient = (clusterMode: boolean, port = 6379): Effect.Effect<RawClient, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync((): RawClient => clusterMode ? new Cluster(clusterNodes) : new Redis(port, "127.0.0.1")),
+    (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
+  )
+
+/** A unique name for a lease or group (`redis-test.<hex>.<label>`). */
+export const uniqueName = (label: string): string => `redis-test.${randomBytes(8).toString("hex")}.${label}`
+
+/** The server's clock (`TIME`) in epoch milliseconds. */
+export const serverTime = (client: RawClient): Effect.Effect<number> =>
+  Effect.promise(() => client.time()).pipe(Effect.map(([s, us]) => Number(s) * 1000 + Math.floor(Number(us) / 1000)))
+
+/** A TCP port nothing listens on right now. */
+export const freePort: Effect.Effect<number> = Effect.async<number>((resume) => {
+  const server = createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** A private `redis-server` process on `port`, killed (by its pid) when the scope closes. */
+export interface PrivateServer {
+  readonly port: number
+  readonly kill: Effect.Effect<void>
+  readonly start: Effect.Effect<void>
+}
+
+export const privateServer = (
+  extraArgs: ReadonlyArray<string> = []
+): Effect.Effect<PrivateServer, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const port = yield* freePort
+    // Its own working directory: a replica writes the RDB it receives there.
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "simba-redis-"))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    )
+    let child: ChildProcess | undefined
+    const kill = Effect.suspend(() => {
+      const current = child
+      child = undefined
+      if (current === undefined || current.exitCode !== null) return Effect.void
+      return Effect.async<void>((resume) => {
+        current.once("exit", () => resume(Effect.void))
+        current.kill("SIGKILL")
+      })
+    })
+    const start = Effect.gen(function*() {
+      child = spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", ...extraArgs],
+        { stdio: "ignore", cwd: dir }
+      )
+      const ping = Effect.tryPromise(async () => {
+        const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => null, ...authOf(extraArgs) })
+        probe.on("error", () => {})
+        try {
+          await probe.connect()
+          await probe.ping()
+        } finally {
+          probe.disconnect()
+        }
+      })
+      yield* ping.pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds"))), Effect.orDie)
+    })
+    yield* Effect.addFinalizer(() => kill)
+    yield* start
+    return { port, kill, start }
+  })
+
+const authOf = (args: ReadonlyArray<string>): { password?: string } => {
+  const i = args.indexOf("--requirepass")
+  return i === -1 ? {} : { password: args[i + 1]! }
+}
+
+/** Hints received by a backend since `watchHints`, and a way to wait for some. */
+export interface HintWatch {
+  readonly seen: Effect.Effect<ReadonlyArray<Hint>>
+  readonly await: (predicate: (hint: Hint) => boolean, timeout?: Duration.DurationInput) => Effect.Effect<void, Error>
+}
+
+/**
+ * Collects `backend.hints` for the rest of the scope. Returns once the subscription is proven live:
+ * a raw client publishes `released` on a warm-up lease channel until its hint comes back.
+ */
+export const watchHints = (
+  backend: LeaseBackendService,
+  raw: RawClient,
+  prefix = "simba"
+): Effect.Effect<HintWatch, Error, Scope.Scope> =>
+  Effect.gen(function*() {
+    const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
+    yield* backend.hints.pipe(
+      Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
+      Effect.forkScoped
+    )
+    const wait = (predicate: (hint: Hint) => boolean, timeout: Duration.DurationInput = "5 seconds") =>
+      received.changes.pipe(
+        Stream.filter((hints) => hints.some(predicate)),
+        Stream.take(1),
+        Stream.runDrain,
+        Effect.timeoutFail({
+          duration: timeout,
+          onTimeout: () => new Error(`no matching hint within ${Duration.format(Duration.decode(timeout))}`)
+        })
+      )
+    const warmUp = uniqueName("warm-up")
+    yield* Effect.promise(() => raw.publish(RedisBackend.keys(prefix).lease(warmUp), "released")).pipe(
+      Effect.zipRight(wait((hint) => hint._tag === "Released" && hint.name === warmUp, "200 millis")),
+      Effect.retry(Schedule.recurs(25))
+    )
+    return { seen: SubscriptionRef.get(received), await: wait }
+  })

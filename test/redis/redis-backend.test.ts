@@ -1,0 +1,588 @@
+/**
+ * The Redis backend against the real servers: the SPI called directly, the key layout of SPEC section
+ * 8 checked with a plain client, hints and the pub/sub channel, the per-slot Cluster design, and
+ * failures (server gone, paused, demoted to a replica, script cache flushed) on private servers.
+ * Real time, short ttl, unique names per test.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import { Redis } from "ioredis"
+import { randomBytes } from "node:crypto"
+import { type AcquireReply, BackendError, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import * as RedisBackend from "../../src/layers/Redis.js"
+import {
+  clusterNodes,
+  freePort,
+  modes,
+  privateServer,
+  rawClient,
+  serverTime,
+  uniqueName,
+  watchHints
+} from "./RedisServers.js"
+
+const ttl = Duration.millis(1500)
+const k = RedisBackend.keys()
+
+const granted = (reply: AcquireReply): bigint => {
+  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
+  return reply.token
+}
+const live = (reply: KeepAliveReply) => {
+  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
+  return reply
+}
+const sortedLeases = (reply: KeepAliveReply) =>
+  [...live(reply).leases].sort((a, b) => a.name.localeCompare(b.name)).map((l) => [l.name, l.token])
+
+/** Every connection whose `CLIENT SETNAME` contains `name`, on every node of the mode. */
+const clientsNamed = (clusterMode: boolean, name: string) =>
+  Effect.gen(function*() {
+    const ports = clusterMode ? clusterNodes.map((node) => node.port) : [6379]
+    const found: Array<{ port: number; id: string; name: string }> = []
+    for (const port of ports) {
+      const admin = yield* rawClient(false, port)
+      const list = String(yield* Effect.promise(() => admin.call("CLIENT", "LIST")))
+      for (const line of list.split("\n")) {
+        const id = /\bid=(\d+)/.exec(line)?.[1]
+        const client = /\bname=(\S*)/.exec(line)?.[1]
+        if (id !== undefined && client !== undefined && client.includes(name)) found.push({ port, id, name: client })
+      }
+    }
+    return found
+  }).pipe(Effect.scoped)
+
+for (const mode of modes) {
+  describe(`Redis backend, ${mode.label}`, () => {
+    const make = (extra: RedisBackend.RedisOptions = {}) => RedisBackend.make({ ...mode.options, ...extra })
+
+    it.scopedLive("keys follow SPEC section 8; the lease hash never expires and keeps its token", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const [name, group] = [uniqueName("lease"), uniqueName("group")]
+        const { sessionId, remaining } = yield* b.openSession(ttl)
+        expect(sessionId).toMatch(/^[0-9a-f]{32}$/)
+        expect(Duration.toMillis(remaining)).toBe(1500)
+        const home = k.session(sessionId)
+        expect(home).toBe(`simba:session:{${sessionId}}`)
+        const homeTtl = yield* Effect.promise(() => raw.pttl(home))
+        expect(homeTtl).toBeGreaterThan(1000)
+        expect(homeTtl).toBeLessThanOrEqual(1500)
+
+        const token = granted(yield* b.acquire(sessionId, name))
+        expect(token).toBe(1n)
+        const leaseKey = `simba:lease:{${name}}`
+        expect(k.lease(name)).toBe(leaseKey)
+        expect(yield* Effect.promise(() => raw.type(leaseKey))).toBe("hash")
+        const hash = yield* Effect.promise(() => raw.hgetall(leaseKey))
+        expect(hash.session).toBe(sessionId)
+        expect(hash.token).toBe("1")
+        const now = yield* serverTime(raw)
+        // `expires` is the holder's expiry on the server's clock.
+        expect(Number(hash.expires)).toBeGreaterThan(now)
+        expect(Number(hash.expires)).toBeLessThanOrEqual(now + 1500)
+        expect(yield* Effect.promise(() => raw.pttl(leaseKey))).toBe(-1)
+
+        if (mode.routeBySlot) {
+          const tag = RedisBackend.slotTag(RedisBackend.keySlot(leaseKey))
+          expect(yield* Effect.promise(() => raw.hkeys(k.sessionSlots(sessionId)))).toEqual([tag])
+          expect(yield* Effect.promise(() => raw.smembers(k.shadowLeases(tag, sessionId)))).toEqual([name])
+          // The shadow lives at least as long as the home key.
+          const shadowTtl = yield* Effect.promise(() => raw.pttl(k.shadow(tag, sessionId)))
+          expect(shadowTtl).toBeGreaterThanOrEqual((yield* Effect.promise(() => raw.pttl(home))) - 20)
+        } else {
+          expect(yield* Effect.promise(() => raw.smembers(`simba:session:{${sessionId}}:leases`))).toEqual([name])
+        }
+
+        expect(yield* b.join(sessionId, group)).toBe("Joined")
+        const groupKey = `simba:group:{${group}}`
+        expect(k.group(group)).toBe(groupKey)
+        expect(yield* Effect.promise(() => raw.smembers(`simba:session:{${sessionId}}:groups`))).toEqual([group])
+        const score = Number(yield* Effect.promise(() => raw.zscore(groupKey, sessionId)))
+        expect(score).toBeGreaterThan(now)
+        expect(score).toBeLessThanOrEqual((yield* serverTime(raw)) + 1500)
+
+        yield* b.release(sessionId, name, token)
+        const released = yield* Effect.promise(() => raw.hgetall(leaseKey))
+        expect(released).toEqual({ token: "1" })
+        expect(yield* Effect.promise(() => raw.pttl(leaseKey))).toBe(-1)
+
+        yield* b.closeSession(sessionId)
+        expect(yield* Effect.promise(() => raw.exists(home))).toBe(0)
+        expect(yield* Effect.promise(() => raw.zscore(groupKey, sessionId))).toBeNull()
+        // Never deleted: the next grant of the name continues from the stored token.
+        const next = yield* b.openSession(ttl)
+        expect(granted(yield* b.acquire(next.sessionId, name))).toBe(2n)
+        yield* b.closeSession(next.sessionId)
+        expect(yield* Effect.promise(() => raw.hget(leaseKey, "token"))).toBe("2")
+      }))
+
+    it.scopedLive("acquire: idempotent for the holder, HeldBy with the holder's token and time, takeover after expiry", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const name = uniqueName("lease")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const other = (yield* b.openSession(Duration.seconds(10))).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        expect(granted(yield* b.acquire(holder, name))).toBe(token)
+        const held = yield* b.acquire(other, name)
+        if (held._tag !== "HeldBy") return expect.fail(`expected HeldBy, got ${held._tag}`)
+        expect(held.token).toBe(token)
+        expect(held.remaining).toBeDefined()
+        expect(Duration.toMillis(held.remaining!)).toBeGreaterThan(1000)
+        expect(Duration.toMillis(held.remaining!)).toBeLessThanOrEqual(1500)
+        // The holder goes silent: its session expires on the server, and the lease is taken over.
+        yield* Effect.sleep(Duration.millis(1700))
+        expect((yield* b.keepAlive(holder, ttl))._tag).toBe("Expired")
+        expect((yield* b.acquire(holder, name))._tag).toBe("Expired")
+        expect(yield* b.join(holder, uniqueName("group"))).toBe("Expired")
+        const next = granted(yield* b.acquire(other, name))
+        expect(next).toBe(token + 1n)
+        // A late release by the expired holder changes nothing.
+        yield* b.release(holder, name, token)
+        expect(sortedLeases(yield* b.keepAlive(other, Duration.seconds(10)))).toEqual([[name, next]])
+        yield* b.closeSession(other)
+      }))
+
+    it.scopedLive("keepAlive renews the session, lists its leases and groups, never shortens and never revives", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const names = Array.from({ length: 12 }, (_, i) => uniqueName(`n${i}`))
+        const group = uniqueName("group")
+        const { sessionId } = yield* b.openSession(ttl)
+        const peer = (yield* b.openSession(ttl)).sessionId
+        const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted))
+        expect(yield* b.join(sessionId, group)).toBe("Joined")
+        expect(yield* b.join(peer, group)).toBe("Joined")
+        // Twice the ttl, renewing every half ttl: still alive.
+        for (let i = 0; i < 4; i++) {
+          yield* Effect.sleep(Duration.millis(750))
+          const reply = live(yield* b.keepAlive(sessionId, ttl))
+          expect(Duration.toMillis(reply.remaining)).toBe(1500)
+          expect(sortedLeases(reply)).toEqual(
+            names.map((name, j) => [name, tokens[j]!] as const).sort((a, c) => a[0].localeCompare(c[0]))
+          )
+          expect(reply.groups.map((view) => view.group)).toEqual([group])
+          if (i < 2) live(yield* b.keepAlive(peer, ttl))
+        }
+        // The peer stopped renewing at ~1 s: it has expired and left the group's view.
+        const last = live(yield* b.keepAlive(sessionId, ttl))
+        expect(last.groups).toEqual([{ group, members: [sessionId] }])
+        // A shorter ttl does not shorten the session.
+        const shorter = live(yield* b.keepAlive(sessionId, Duration.millis(200)))
+        expect(Duration.toMillis(shorter.remaining)).toBeGreaterThan(1000)
+        expect(yield* Effect.promise(() => raw.pttl(k.session(sessionId)))).toBeGreaterThan(1000)
+        // Released leases leave the list.
+        yield* b.release(sessionId, names[0]!, tokens[0]!)
+        expect(sortedLeases(yield* b.keepAlive(sessionId, ttl)).map(([name]) => name)).not.toContain(names[0])
+        yield* b.closeSession(sessionId)
+        expect((yield* b.keepAlive(sessionId, ttl))._tag).toBe("Expired")
+        // Never revived: the keys stay gone after the Expired answer.
+        expect(yield* Effect.promise(() => raw.exists(k.session(sessionId)))).toBe(0)
+      }))
+
+    it.scopedLive("release and closeSession publish `released` on the channel named like the lease key, and the hints carry it", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const [released, closed] = [uniqueName("released"), uniqueName("closed")]
+        // A plain client subscribed to the exact channel name of SPEC section 8 (no pattern).
+        const listener = yield* rawClient(mode.cluster)
+        const messages: Array<[string, string]> = []
+        listener.on("message", (channel: string, message: string) => messages.push([channel, message]))
+        yield* Effect.promise(() => listener.subscribe(`simba:lease:{${released}}`, `simba:lease:{${closed}}`))
+
+        const { sessionId } = yield* b.openSession(ttl)
+        const token = granted(yield* b.acquire(sessionId, released))
+        yield* b.release(sessionId, released, token)
+        yield* watch.await((hint) => hint._tag === "Released" && hint.name === released)
+        granted(yield* b.acquire(sessionId, closed))
+        yield* b.closeSession(sessionId)
+        yield* watch.await((hint) => hint._tag === "Released" && hint.name === closed)
+        yield* Effect.sleep(Duration.millis(100)).pipe(
+          Effect.repeat({ until: () => messages.length >= 2, schedule: Schedule.recurs(50) })
+        )
+        expect(messages).toEqual([[`simba:lease:{${released}}`, "released"], [`simba:lease:{${closed}}`, "released"]])
+
+        // And the other way round: what is published on that channel is what the client hears.
+        const external = uniqueName("external")
+        yield* Effect.promise(() => raw.publish(`simba:lease:{${external}}`, "released"))
+        yield* watch.await((hint) => hint._tag === "Released" && hint.name === external)
+        // A stale release publishes nothing.
+        const quiet = uniqueName("quiet")
+        const s2 = (yield* b.openSession(ttl)).sessionId
+        const t2 = granted(yield* b.acquire(s2, quiet))
+        yield* b.release(s2, quiet, t2 + 1n)
+        yield* Effect.sleep(Duration.millis(200))
+        expect((yield* watch.seen).some((hint) => hint._tag === "Released" && hint.name === quiet)).toBe(false)
+        yield* b.closeSession(s2)
+        yield* watch.await((hint) => hint._tag === "Released" && hint.name === quiet)
+      }))
+
+    it.scopedLive("GroupChanged hints on join, leave and close; members drops expired sessions", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const group = uniqueName("group")
+        const count = (hints: ReadonlyArray<Hint>) =>
+          hints.filter((hint) => hint._tag === "GroupChanged" && hint.group === group).length
+        const a = (yield* b.openSession(ttl)).sessionId
+        const silent = (yield* b.openSession(Duration.millis(300))).sessionId
+        expect(yield* b.join(a, group)).toBe("Joined")
+        expect(yield* b.join(silent, group)).toBe("Joined")
+        yield* watch.await(() => false, "150 millis").pipe(Effect.ignore)
+        expect(count(yield* watch.seen)).toBe(2)
+        expect(yield* b.members(group)).toEqual([a, silent].sort())
+        yield* Effect.sleep(Duration.millis(500))
+        expect(yield* b.members(group)).toEqual([a])
+        yield* b.leave(a, group)
+        expect(yield* b.members(group)).toEqual([])
+        yield* b.leave(a, group)
+        yield* watch.await(() => false, "150 millis").pipe(Effect.ignore)
+        // join, join, expired (dropped by `members`), leave; the second leave changed nothing.
+        expect(count(yield* watch.seen)).toBe(4)
+        expect(live(yield* b.keepAlive(a, ttl)).groups).toEqual([])
+        expect(yield* b.join(a, group)).toBe("Joined")
+        yield* b.closeSession(a)
+        yield* watch.await(() => false, "150 millis").pipe(Effect.ignore)
+        expect(count(yield* watch.seen)).toBe(6)
+        expect(yield* b.members(group)).toEqual([])
+      }))
+
+    it.scopedLive("hints resume after the subscriber connection is killed", () =>
+      Effect.gen(function*() {
+        const connectionName = `simba-test-${randomBytes(6).toString("hex")}`
+        const b = yield* make({ connectionName })
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const before = (yield* clientsNamed(mode.cluster, `${connectionName}:hints`))
+          .filter((c) => !mode.cluster || c.name.includes("(subscriber)"))
+        expect(before.length).toBe(1)
+        const killer = yield* rawClient(false, before[0]!.port)
+        yield* Effect.promise(() => killer.call("CLIENT", "KILL", "ID", before[0]!.id))
+        // Released hints come back once ioredis has reconnected and subscribed again.
+        const { sessionId } = yield* b.openSession(ttl)
+        const attempt = Effect.gen(function*() {
+          const name = uniqueName("after-kill")
+          const token = granted(yield* b.acquire(sessionId, name))
+          yield* b.release(sessionId, name, token)
+          yield* watch.await((hint) => hint._tag === "Released" && hint.name === name, "250 millis")
+        })
+        yield* attempt.pipe(Effect.retry(Schedule.recurs(20)))
+        const after = (yield* clientsNamed(mode.cluster, `${connectionName}:hints`))
+          .filter((c) => !mode.cluster || c.name.includes("(subscriber)"))
+        expect(after.length).toBe(1)
+        expect(after[0]!.id).not.toBe(before[0]!.id)
+        yield* b.closeSession(sessionId)
+      }))
+
+    it.scopedLive("closing the scope closes both connections", () =>
+      Effect.gen(function*() {
+        const connectionName = `simba-test-${randomBytes(6).toString("hex")}`
+        const scope = yield* Scope.make()
+        const b = yield* make({ connectionName }).pipe(Scope.extend(scope))
+        const { sessionId } = yield* b.openSession(ttl)
+        granted(yield* b.acquire(sessionId, uniqueName("lease")))
+        expect((yield* clientsNamed(mode.cluster, connectionName)).length).toBeGreaterThanOrEqual(2)
+        yield* Scope.close(scope, Exit.void)
+        yield* Effect.sleep(Duration.millis(100))
+        expect(yield* clientsNamed(mode.cluster, connectionName)).toEqual([])
+      }))
+
+    it.scopedLive("a custom keyPrefix names every key and channel", () =>
+      Effect.gen(function*() {
+        const prefix = `simba-test-${randomBytes(4).toString("hex")}`
+        const b = yield* make({ keyPrefix: prefix })
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw, prefix)
+        const name = uniqueName("lease")
+        const { sessionId } = yield* b.openSession(ttl)
+        const token = granted(yield* b.acquire(sessionId, name))
+        expect(yield* Effect.promise(() => raw.hget(`${prefix}:lease:{${name}}`, "session"))).toBe(sessionId)
+        expect(yield* Effect.promise(() => raw.exists(`${prefix}:session:{${sessionId}}`))).toBe(1)
+        expect(yield* Effect.promise(() => raw.exists(`simba:lease:{${name}}`))).toBe(0)
+        yield* b.release(sessionId, name, token)
+        yield* watch.await((hint) => hint._tag === "Released" && hint.name === name)
+        yield* b.closeSession(sessionId)
+      }))
+
+    it.scopedLive("bad input never reaches Redis: invalid names fail, foreign session ids are unknown", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const { sessionId } = yield* b.openSession(ttl)
+        for (const name of ["", "a}b", "{x}", "..", "x".repeat(129)]) {
+          const error = yield* Effect.flip(b.acquire(sessionId, name))
+          expect(error).toBeInstanceOf(BackendError)
+          expect(error.operation).toBe("acquire")
+        }
+        expect((yield* Effect.flip(b.join(sessionId, "a b")))._tag).toBe("BackendError")
+        expect((yield* b.acquire("not-a-session", uniqueName("lease")))._tag).toBe("Expired")
+        expect((yield* b.keepAlive("NOT-HEX", ttl))._tag).toBe("Expired")
+        yield* b.closeSession("}{")
+        expect((yield* Effect.flip(b.openSession(Duration.zero))).operation).toBe("openSession")
+        yield* b.closeSession(sessionId)
+      }))
+  })
+}
+
+describe("Redis Cluster: per-slot design", () => {
+  it("keySlot agrees with CLUSTER KEYSLOT and every slot has a tag hashing to it", async () => {
+    for (let slot = 0; slot < 16384; slot++) expect(RedisBackend.keySlot(RedisBackend.slotTag(slot))).toBe(slot)
+    const raw = new Redis(7000, "127.0.0.1")
+    try {
+      for (const key of ["foo", "simba:lease:{orders}", "a{}b", "{}", "x{y", "é{ü}", `simba:shadow:{${RedisBackend.slotTag(42)}}:s`]) {
+        expect(RedisBackend.keySlot(key)).toBe(Number(await raw.call("CLUSTER", "KEYSLOT", key)))
+      }
+    } finally {
+      raw.disconnect()
+    }
+  })
+
+  for (const mode of modes.filter((m) => m.routeBySlot)) {
+    it.scopedLive(`${mode.label}: renewal visits each slot of the session once and forgets emptied slots`, () =>
+      Effect.gen(function*() {
+        const b = yield* RedisBackend.make(mode.options)
+        const raw = yield* rawClient(mode.cluster)
+        const names = Array.from({ length: 40 }, (_, i) => uniqueName(`n${i}`))
+        const slots = new Set(names.map((name) => RedisBackend.keySlot(k.lease(name))))
+        const { sessionId } = yield* b.openSession(ttl)
+        const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted), {
+          concurrency: 8
+        })
+        const registered = yield* Effect.promise(() => raw.hkeys(k.sessionSlots(sessionId)))
+        expect(new Set(registered)).toEqual(new Set([...slots].map(RedisBackend.slotTag)))
+        expect(sortedLeases(yield* b.keepAlive(sessionId, ttl)).length).toBe(40)
+        // Every shadow outlives the home key after a renewal.
+        const homeTtl = yield* Effect.promise(() => raw.pttl(k.session(sessionId)))
+        for (const tag of registered) {
+          expect(yield* Effect.promise(() => raw.pttl(k.shadow(tag, sessionId)))).toBeGreaterThanOrEqual(homeTtl - 20)
+        }
+        yield* Effect.forEach(names.slice(0, 30), (name, i) => b.release(sessionId, name, tokens[i]!), {
+          concurrency: 8
+        })
+        const reply = yield* b.keepAlive(sessionId, ttl)
+        expect(sortedLeases(reply).map(([name]) => name)).toEqual([...names.slice(30)].sort())
+        const kept = new Set(names.slice(30).map((name) => RedisBackend.slotTag(RedisBackend.keySlot(k.lease(name)))))
+        expect(new Set(yield* Effect.promise(() => raw.hkeys(k.sessionSlots(sessionId))))).toEqual(kept)
+        // A forgotten slot is registered again by the next grant in it.
+        const again = granted(yield* b.acquire(sessionId, names[0]!))
+        expect(again).toBe(tokens[0]! + 1n)
+        expect(sortedLeases(yield* b.keepAlive(sessionId, ttl)).length).toBe(11)
+        yield* b.closeSession(sessionId)
+        expect(yield* Effect.promise(() => raw.hget(k.lease(names[35]!), "session"))).toBeNull()
+      }))
+
+    it.scopedLive(`${mode.label}: a grant carrying a registration older than a slot's close registers again`, () =>
+      Effect.gen(function*() {
+        const b = yield* RedisBackend.make(mode.options)
+        const raw = yield* rawClient(mode.cluster)
+        const name = uniqueName("lease")
+        const tag = RedisBackend.slotTag(RedisBackend.keySlot(k.lease(name)))
+        const { sessionId } = yield* b.openSession(ttl)
+        const token = granted(yield* b.acquire(sessionId, name))
+        const seq = Number(yield* Effect.promise(() => raw.get(k.session(sessionId))))
+        // As if a renewal had closed the slot at the next registration: the next attempt is stale.
+        yield* Effect.promise(() => raw.hset(k.shadow(tag, sessionId), "closed", String(seq + 1)))
+        expect(granted(yield* b.acquire(sessionId, name))).toBe(token)
+        expect(Number(yield* Effect.promise(() => raw.get(k.session(sessionId))))).toBe(seq + 2)
+        expect(sortedLeases(yield* b.keepAlive(sessionId, ttl))).toEqual([[name, token]])
+        // A closed session's shadow stays closed: nothing can be granted through it any more.
+        yield* b.closeSession(sessionId)
+        expect(yield* Effect.promise(() => raw.hget(k.shadow(tag, sessionId), "closed"))).toBe("9007199254740992")
+        expect((yield* b.acquire(sessionId, name))._tag).toBe("Expired")
+      }))
+  }
+})
+
+describe("Redis backend options", () => {
+  it.scopedLive("layerConfig reads SIMBA_REDIS_URL / SIMBA_REDIS_CLUSTER through `config`", () =>
+    Effect.gen(function*() {
+      const use = (env: Record<string, string>) =>
+        Effect.gen(function*() {
+          const b = yield* LeaseBackend
+          const { sessionId } = yield* b.openSession(ttl)
+          const reply = yield* b.acquire(sessionId, uniqueName("config"))
+          yield* b.closeSession(sessionId)
+          return reply._tag
+        }).pipe(
+          Effect.provide(
+            RedisBackend.layerConfig(RedisBackend.config).pipe(
+              Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+            )
+          )
+        )
+      expect(yield* use({})).toBe("Granted")
+      expect(yield* use({ SIMBA_REDIS_URL: "redis://127.0.0.1:6379/0" })).toBe("Granted")
+      expect(yield* use({ SIMBA_REDIS_CLUSTER: "127.0.0.1:7000, 127.0.0.1:7001" })).toBe("Granted")
+      const bad = yield* Effect.exit(use({ SIMBA_REDIS_CLUSTER: "127.0.0.1" }))
+      expect(Exit.isFailure(bad) && String(bad.cause)).toContain("host:port")
+    }))
+
+  it.scopedLive("invalid options fail with BackendError(configure)", () =>
+    Effect.gen(function*() {
+      for (
+        const options of [
+          { keyPrefix: "bad prefix" },
+          { keyPrefix: "x{y}" },
+          { url: "http://127.0.0.1:6379" },
+          { url: "redis://127.0.0.1:6379/zero" },
+          { port: 70000 },
+          { cluster: { nodes: [] } },
+          { commandTimeout: Duration.zero }
+        ] satisfies Array<RedisBackend.RedisOptions>
+      ) {
+        const error = yield* Effect.flip(Effect.scoped(RedisBackend.make(options)))
+        expect(error._tag).toBe("BackendError")
+        expect(error.operation).toBe("configure")
+      }
+    }))
+
+  it.scopedLive("nobody listening: the layer fails with BackendError(connect), quickly", () =>
+    Effect.gen(function*() {
+      const port = yield* freePort
+      const started = Date.now()
+      const error = yield* Effect.flip(Effect.scoped(RedisBackend.make({ port, connectTimeout: "500 millis" })))
+      expect(error._tag).toBe("BackendError")
+      expect(error.operation).toBe("connect")
+      expect(Date.now() - started).toBeLessThan(3000)
+      const clusterError = yield* Effect.flip(
+        Effect.scoped(RedisBackend.make({ cluster: { nodes: [{ host: "127.0.0.1", port }] }, connectTimeout: "500 millis" }))
+      )
+      expect(clusterError.operation).toBe("connect")
+    }))
+
+  it.scopedLive("password and username: Redacted, passed to Redis, never shown in errors", () =>
+    Effect.gen(function*() {
+      const secret = `pw-${randomBytes(8).toString("hex")}`
+      const server = yield* privateServer(["--requirepass", secret])
+      const wrong = yield* Effect.flip(
+        Effect.scoped(RedisBackend.make({ port: server.port, password: Redacted.make("not-it"), connectTimeout: "1 second" }))
+      )
+      expect(wrong.operation).toBe("connect")
+      expect(wrong.message).not.toContain("not-it")
+      const viaOption = yield* RedisBackend.make({ port: server.port, password: Redacted.make(secret) })
+      const viaUrl = yield* RedisBackend.make({ url: Redacted.make(`redis://default:${secret}@127.0.0.1:${server.port}/2`) })
+      for (const b of [viaOption, viaUrl]) {
+        const { sessionId } = yield* b.openSession(ttl)
+        expect(granted(yield* b.acquire(sessionId, uniqueName("auth")))).toBe(1n)
+      }
+      const invalidUrl = yield* Effect.flip(Effect.scoped(RedisBackend.make({ url: Redacted.make(`redis://:${secret}@[bad`) })))
+      expect(invalidUrl.operation).toBe("configure")
+      expect(invalidUrl.message).not.toContain(secret)
+    }))
+})
+
+describe("Redis backend failures (private redis-server)", () => {
+  it.scopedLive("server killed: calls fail with BackendError, then recover after a restart; sessions are gone", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const b = yield* RedisBackend.make({ port: server.port, commandTimeout: "500 millis" })
+      const raw = yield* rawClient(false, server.port)
+      raw.on("error", () => {})
+      const watch = yield* watchHints(b, raw)
+      const name = uniqueName("lease")
+      const { sessionId } = yield* b.openSession(Duration.seconds(10))
+      expect(granted(yield* b.acquire(sessionId, name))).toBe(1n)
+
+      yield* server.kill
+      const calls: ReadonlyArray<Effect.Effect<unknown, BackendError>> = [
+        b.keepAlive(sessionId, ttl),
+        b.acquire(sessionId, name),
+        b.members("g"),
+        b.openSession(ttl)
+      ]
+      for (const call of calls) {
+        const error = yield* Effect.flip(call)
+        expect(error._tag).toBe("BackendError")
+        expect(error.backend).toBe("redis")
+      }
+
+      yield* server.start
+      // No persistence: the restarted server knows neither the session nor the lease.
+      const reply = yield* b.keepAlive(sessionId, ttl).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))))
+      expect(reply._tag).toBe("Expired")
+      const next = yield* b.openSession(ttl)
+      const token = granted(yield* b.acquire(next.sessionId, name))
+      expect(token).toBe(1n)
+      // The subscriber reconnected and subscribed again.
+      yield* b.release(next.sessionId, name, token)
+      yield* watch.await((hint) => hint._tag === "Released" && hint.name === name, "10 seconds")
+    }))
+
+  it.scopedLive("server paused: a call fails with BackendError after commandTimeout, then works again", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const b = yield* RedisBackend.make({ port: server.port, commandTimeout: "300 millis" })
+      const admin = yield* rawClient(false, server.port)
+      const { sessionId } = yield* b.openSession(ttl)
+      yield* Effect.promise(() => admin.call("CLIENT", "PAUSE", "1000", "ALL"))
+      const started = Date.now()
+      const error = yield* Effect.flip(b.keepAlive(sessionId, ttl))
+      expect(error.operation).toBe("keepAlive")
+      expect(String(error.cause)).toContain("timed out")
+      expect(Date.now() - started).toBeLessThan(900)
+      yield* Effect.sleep(Duration.millis(900))
+      const reply = yield* b.keepAlive(sessionId, ttl).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("5 seconds"))))
+      expect(reply._tag).toBe("Live")
+    }))
+
+  it.scopedLive("READONLY (primary demoted to a replica): BackendError, then recovery once it is primary again", () =>
+    Effect.gen(function*() {
+      const primary = yield* privateServer(["--repl-diskless-sync-delay", "0"])
+      const demoted = yield* privateServer()
+      const b = yield* RedisBackend.make({ port: demoted.port })
+      const admin = yield* rawClient(false, demoted.port)
+      admin.on("error", () => {})
+      const { sessionId } = yield* b.openSession(ttl)
+      yield* Effect.promise(() => admin.call("REPLICAOF", "127.0.0.1", String(primary.port)))
+      const error = yield* Effect.flip(
+        b.openSession(ttl).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("50 millis").pipe(Schedule.upTo("5 seconds")), until: () => false })
+        )
+      )
+      expect(error.operation).toBe("openSession")
+      expect(String(error.cause)).toMatch(/READONLY|LOADING|Connection|writeable/)
+      // Let the replica finish its sync: it now holds the primary's (empty) data set.
+      yield* Effect.promise(() => admin.info("replication")).pipe(
+        Effect.repeat({ schedule: Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds")), until: (info) => info.includes("master_link_status:up") })
+      )
+      yield* Effect.promise(() => admin.call("REPLICAOF", "NO", "ONE"))
+      const reopened = yield* b.openSession(ttl).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))))
+      expect(granted(yield* b.acquire(reopened.sessionId, uniqueName("after-failover")))).toBe(1n)
+      // The old session did not survive the resync from the (empty) primary.
+      expect((yield* b.keepAlive(sessionId, ttl))._tag).toBe("Expired")
+    }))
+
+  it.scopedLive("NOSCRIPT: after SCRIPT FLUSH the scripts are loaded again and calls succeed", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      for (const routeBySlot of [false, true]) {
+        const b = yield* RedisBackend.make({ port: server.port, routeBySlot })
+        const admin = yield* rawClient(false, server.port)
+        const evals = Effect.promise(() => admin.info("commandstats")).pipe(
+          Effect.map((info) => Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? "0"))
+        )
+        const { sessionId } = yield* b.openSession(ttl)
+        const name = uniqueName("lease")
+        const token = granted(yield* b.acquire(sessionId, name))
+        const before = yield* evals
+        yield* Effect.promise(() => admin.script("FLUSH"))
+        expect(granted(yield* b.acquire(sessionId, name))).toBe(token)
+        expect(sortedLeases(yield* b.keepAlive(sessionId, ttl))).toEqual([[name, token]])
+        // EVALSHA answered NOSCRIPT and the script was sent again with EVAL.
+        expect(yield* evals).toBeGreaterThan(before)
+        yield* b.closeSession(sessionId)
+      }
+    }))
+})

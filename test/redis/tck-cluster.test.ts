@@ -1,0 +1,10 @@
+/** The TCK (`LeaseBackendSpec`, `FencingSpec`) on the 3-master Redis Cluster at 127.0.0.1:7000-7002, real time. */
+import * as RedisBackend from "../../src/layers/Redis.js"
+import { FencingSpec } from "../tck/FencingSpec.js"
+import { LeaseBackendSpec } from "../tck/LeaseBackendSpec.js"
+import { cluster, ttl } from "./RedisServers.js"
+
+const layer = RedisBackend.layer(cluster)
+
+LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true })
+FencingSpec("redis cluster", layer, { virtualTime: false, ttl })
