@@ -330,7 +330,10 @@ export const make = (
                 : Effect.logError(`leader work for ${effect.name} failed`, cause)
             ),
             Effect.ensuring(offer({ _tag: "WorkExited", handle: effect.handle, termId: effect.termId })),
-            Effect.forkIn(scope)
+            // Not in the client's scope: closing must not wait for work that ignores interruption
+            // longer than the handover allows (the engine bounds it by the deadline). Every term is
+            // revoked, and so its work interrupted, before the client closes.
+            Effect.forkDaemon
           )
         } else {
           yield* offer({ _tag: "WorkExited", handle: effect.handle, termId: effect.termId })

@@ -326,10 +326,16 @@ const afterClose = (s: Step, event: Event): void => {
     case "Start":
     case "Join":
       return complete(s, event.completion, { _tag: "Closed" })
+    case "Close":
+      // The session is closed but its CloseSession reply is still awaited: complete with the first close.
+      if (s.closing !== undefined && s.closing.length > 0) {
+        s.closing.push(event.completion)
+        return
+      }
+      return complete(s, event.completion, { _tag: "Ok" })
     case "Stop":
     case "StepDown":
     case "Leave":
-    case "Close":
       return complete(s, event.completion, { _tag: "Ok" })
     case "Reply": {
       const { request, response } = event
@@ -487,12 +493,18 @@ const onKeepAlive = (s: Step, requestId: number, sentAt: number, response: Respo
   switch (response._tag) {
     case "Live": {
       extendDeadline(s, sentAt, response.remaining)
-      if (s.session.status === "SUSPENDED" && s.session.id !== undefined) {
+      const resumed = s.session.status === "SUSPENDED" && s.session.id !== undefined
+      if (resumed) {
         s.session.status = "LIVE"
-        publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id }))
+        publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id! }))
       }
       reconcileLeases(s, requestId, response.leases)
       reconcileGroups(s, response.groups)
+      if (resumed) {
+        // Joins and acquisitions that came due while SUSPENDED were skipped (and not re-armed): resume them.
+        for (const g of s.groups.values()) if (!g.joined && !g.leaving) joinGroup(s, g)
+        for (const e of s.elections.values()) if (!s.timers.has(retryKey(e.handle))) tryAcquire(s, e)
+      }
       return
     }
     case "Expired":
@@ -535,7 +547,7 @@ const reconcileLeases = (
   for (const [name, token] of held) {
     const claimants = byName.get(name) ?? []
     const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
-    if (!wanted) call(s, { _tag: "Release", sessionId, name, token })
+    if (!wanted) giveBack(s, sessionId, name, token)
   }
 }
 
@@ -551,6 +563,8 @@ const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): void => 
     g.joining = undefined
     g.listing = undefined
   }
+  // Losing the terms ended the last handover of a pending close, which has already closed the session.
+  if (s.closed) return
   if (sessionId !== undefined) {
     publish(s, SimbaEvent.SessionEnded({ sessionId, reason }))
     // Best effort: if the backend is reachable after all, free our leases now rather than at expiry.
@@ -634,9 +648,7 @@ const onAcquire = (
   const e = Array.from(s.elections.values()).find((x) => x.attempt === ev.requestId)
   if (e === undefined) {
     // Rule 1: a reply to an abandoned attempt that won a lease gives it back.
-    if (response._tag === "Granted") {
-      call(s, { _tag: "Release", sessionId: request.sessionId, name: request.name, token: response.token })
-    }
+    if (response._tag === "Granted") giveBack(s, request.sessionId, request.name, response.token)
     return
   }
   e.attempt = undefined
@@ -647,7 +659,7 @@ const onAcquire = (
       if (current && (releasedAbove === undefined || response.token > releasedAbove)) {
         return adopt(s, e, response.token)
       }
-      call(s, { _tag: "Release", sessionId: request.sessionId, name: request.name, token: response.token })
+      giveBack(s, request.sessionId, request.name, response.token)
       return scheduleRetry(s, e, ev.sentAt)
     }
     case "HeldBy":
@@ -710,6 +722,18 @@ const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
     s.released.set(e.name, term.token)
   }
   call(s, { _tag: "Release", sessionId: term.sessionId, name: e.name, token: term.token })
+}
+
+/**
+ * Releases a lease no term holds (an unwanted grant, rule 1; an unclaimed lease, rule 3) and, for the
+ * current session, records its token like `releaseLease` does: the release may reach the backend after
+ * a retried acquire that the backend answers with the same token (acquire is idempotent), and adopting
+ * that grant would make a term of a lease the late release then frees.
+ */
+const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
+  const above = s.released.get(name)
+  if (sessionId === s.session.id && (above === undefined || token > above)) s.released.set(name, token)
+  call(s, { _tag: "Release", sessionId, name, token })
 }
 
 /** Involuntary loss: revoke at once, do not wait for the work, go back to candidacy (locks end). */
@@ -988,8 +1012,12 @@ const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<string>)
     if (!mine.has(e.partition)) beginStop(s, e, "stop", "STOPPED")
   }
   for (const partition of owned) {
-    const exists = Array.from(s.elections.values()).some((e) => e.group === g.group && e.partition === partition)
-    if (exists) continue
+    const existing = Array.from(s.elections.values()).find((e) => e.group === g.group && e.partition === partition)
+    if (existing !== undefined) {
+      // Regained while handing it over: once the handover ends, compete again instead of stopping.
+      if (existing.status === "HANDOVER") existing.afterHandover = "cooldown"
+      continue
+    }
     const e = newElection(s, {
       // Shell handles are positive; the engine numbers the partition elections it creates negatively.
       handle: -nextId(s),

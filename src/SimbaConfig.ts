@@ -49,6 +49,10 @@ const durationField = (
   fallback: number
 ): Either.Either<number, SimbaConfigError> => {
   if (input === undefined) return Either.right(fallback)
+  // Duration.decode clamps negative millis to zero: refuse them before it does.
+  if (typeof input === "number" && !(input >= 0)) {
+    return Either.left(new SimbaConfigError({ field, rule: "must be a non-negative number of millis" }))
+  }
   return Option.match(Duration.decodeUnknown(input), {
     onNone: () =>
       Either.left(

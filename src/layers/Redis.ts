@@ -79,6 +79,15 @@
  * and resubscribes); hints published while it was disconnected are lost, and candidates fall back to
  * their retry period.
  *
+ * Pub/sub: in a cluster, a classic `PUBLISH` (from a script too) reaches subscribers on every node
+ * over the cluster bus, so one subscriber connection to any node hears every release; sharded pub/sub
+ * (`SPUBLISH`/`SSUBSCRIBE`) would keep messages inside a shard but has no patterns, and would need one
+ * subscription per name and shard. Channels are global to a server (not per `db`): deployments that
+ * share a server should use distinct `keyPrefix`es, or they get each other's (harmless) hints.
+ *
+ * Interruption: ioredis cannot take back a command once sent, so interrupting a call abandons its
+ * reply; the script may still run (as with a timeout, see above).
+ *
  * Persistence: the lease hashes are what keeps tokens rising. On a Redis without persistence, a
  * restart loses them and tokens start again from 1; enable AOF (`appendonly yes`, `appendfsync
  * everysec` or `always`) where fencing tokens must survive a restart.
@@ -150,6 +159,14 @@ export interface RedisOptions {
   readonly commandTimeout?: Duration.DurationInput | undefined
   /** `CLIENT SETNAME` of the command connection; the subscriber gets `<name>:hints`. Default `simba`. */
   readonly connectionName?: string | undefined
+  /**
+   * Further ioredis options for every connection (for example `family`, `keepAlive`). Applied under
+   * the ones above and under those this backend relies on (`lazyConnect`, `enableOfflineQueue`,
+   * `autoResendUnfulfilledCommands`, `commandTimeout`), which always win.
+   */
+  readonly redisOptions?: IORedisOptions | undefined
+  /** Further ioredis `Cluster` options (for example `natMap`, `dnsLookup`, `slotsRefreshTimeout`), applied the same way. */
+  readonly clusterOptions?: ClusterOptions | undefined
 }
 
 const defaultPrefix = "simba"
@@ -643,6 +660,7 @@ interface Resolved {
   readonly redisOptions: IORedisOptions
   readonly cluster: ReadonlyArray<RedisClusterNode> | undefined
   readonly connectionName: string
+  readonly clusterOptions: ClusterOptions | undefined
 }
 
 const resolveOptions = (options: RedisOptions): Effect.Effect<Resolved, BackendError> =>
@@ -698,6 +716,7 @@ const resolveOptions = (options: RedisOptions): Effect.Effect<Resolved, BackendE
     }
     const routeBySlot = options.routeBySlot ?? cluster !== undefined
     const redisOptions: IORedisOptions = {
+      ...options.redisOptions,
       host: options.host ?? fromUrl.host ?? "127.0.0.1",
       port,
       db,
@@ -714,16 +733,17 @@ const resolveOptions = (options: RedisOptions): Effect.Effect<Resolved, BackendE
       // A primary that became a replica (failover) answers READONLY: reconnect, do not resend.
       reconnectOnError: (error) => error.message.startsWith("READONLY") ? 1 : false
     }
-    return { prefix, routeBySlot, connectTimeout, redisOptions, cluster, connectionName }
+    return { prefix, routeBySlot, connectTimeout, redisOptions, cluster, connectionName, clusterOptions: options.clusterOptions }
   })
 
-const newClient = (resolved: Resolved, connectionName: string): Client => {
-  if (resolved.cluster === undefined) return new Redis({ ...resolved.redisOptions, connectionName })
+const newClient = (resolved: Resolved): Client => {
+  if (resolved.cluster === undefined) return new Redis(resolved.redisOptions)
   const { db: _db, host: _host, port: _port, ...nodeOptions } = resolved.redisOptions
   const clusterOptions: ClusterOptions = {
+    ...resolved.clusterOptions,
     lazyConnect: true,
     enableOfflineQueue: false,
-    redisOptions: { ...nodeOptions, connectionName }
+    redisOptions: nodeOptions
   }
   return new Cluster(resolved.cluster.map((node) => ({ host: node.host, port: node.port })), clusterOptions)
 }
@@ -734,6 +754,20 @@ const duplicate = (client: Client, connectionName: string): Client =>
     ? client.duplicate(undefined, { redisOptions: { ...client.options.redisOptions, connectionName } })
     : client.duplicate({ connectionName })
 
+/**
+ * ioredis attaches the failed command to a reply error (`error.command.args`): for `AUTH` and `HELLO`
+ * those are credentials, so such an error is replaced by one carrying only its message.
+ */
+const scrub = (cause: unknown): unknown => {
+  if (!(cause instanceof Error) || !("command" in cause)) return cause
+  const command: unknown = cause.command
+  const name = typeof command === "object" && command !== null && "name" in command ? String(command.name) : ""
+  if (!/^(auth|hello)$/i.test(name)) return cause
+  const clean = new Error(cause.message)
+  clean.name = cause.name
+  return clean
+}
+
 /** Creates a connection in the scope (closed by a finalizer) and waits until it is ready. */
 const connect = (
   resolved: Resolved,
@@ -741,11 +775,17 @@ const connect = (
   onError: (error: Error) => void
 ): Effect.Effect<Client, BackendError, Scope.Scope> =>
   Effect.gen(function*() {
+    // ioredis rejects `connect()` with "Connection is closed." and reports the reason (refused,
+    // WRONGPASS, ...) as an `error` event: keep the last one for the BackendError.
+    let lastError: Error | undefined
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const client = create()
         // Without a listener ioredis prints every error; failures reach callers as BackendError.
-        client.on("error", onError)
+        client.on("error", (error: Error) => {
+          lastError = error
+          onError(error)
+        })
         return client
       }),
       (client) =>
@@ -757,11 +797,17 @@ const connect = (
     )
     yield* Effect.tryPromise({
       try: () => client.connect(),
-      catch: (cause) => backendError("connect", cause)
+      catch: (cause) => backendError("connect", scrub(lastError ?? cause))
     }).pipe(
       Effect.timeoutFail({
         duration: Duration.millis(resolved.connectTimeout),
-        onTimeout: () => backendError("connect", `not connected within ${resolved.connectTimeout} ms`)
+        onTimeout: () =>
+          backendError(
+            "connect",
+            lastError === undefined
+              ? `not connected within ${resolved.connectTimeout} ms`
+              : `not connected within ${resolved.connectTimeout} ms: ${lastError.message}`
+          )
       })
     )
     return client
@@ -790,13 +836,17 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
 
     const client = yield* connect(
       resolved,
-      () => newClient(resolved, resolved.connectionName),
+      () => newClient(resolved),
       logError("command")
     )
 
     // Hints: a dedicated subscriber connection, resubscribed by ioredis after a reconnect.
     const hintsPubSub = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
-    const publishHint = (hint: Hint) => Runtime.runSync(runtime)(PubSub.publish(hintsPubSub, hint))
+    // Runs at once (publishing to a sliding PubSub never waits), so hints keep the order of the
+    // messages; never throws, even once the PubSub is shut down.
+    const publishHint = (hint: Hint) => {
+      runFork(PubSub.publish(hintsPubSub, hint), { immediate: true })
+    }
     const leaseChannel = k.lease("")
     const leaseHead = leaseChannel.slice(0, -1)
     const groupHead = k.group("").slice(0, -1)
@@ -832,7 +882,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
           client.evalsha(s.sha, keyList.length, ...keyList, ...args).catch((error: unknown) =>
             isNoScript(error) ? client.eval(s.lua, keyList.length, ...keyList, ...args) : Promise.reject(error)
           ),
-        catch: (cause) => backendError(operation, cause)
+        catch: (cause) => backendError(operation, scrub(cause))
       }).pipe(
         Effect.flatMap(Schema.decodeUnknown(schema)),
         Effect.mapError((error) => error._tag === "BackendError" ? error : backendError(operation, error))

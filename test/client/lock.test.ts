@@ -1,0 +1,113 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Clock, Effect, Exit, Fiber, Ref } from "effect"
+import { LockLostError, LockTimeoutError } from "simba"
+import { advance, eventsOf, makeClients, settle } from "./helpers.js"
+
+describe("withLock", () => {
+  it.scoped("mutual exclusion across clients and fibers; tokens strictly increase in order of entry", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(3)
+      const inside = yield* Ref.make(0)
+      const overlaps = yield* Ref.make(0)
+      const entries = yield* Ref.make<ReadonlyArray<bigint>>([])
+      const counter = yield* Ref.make(0)
+      const body = (token: bigint) =>
+        Effect.gen(function*() {
+          const now = yield* Ref.updateAndGet(inside, (n) => n + 1)
+          if (now > 1) yield* Ref.update(overlaps, (n) => n + 1)
+          yield* Ref.update(entries, (all) => [...all, token])
+          const value = yield* Ref.get(counter)
+          yield* Effect.sleep("20 millis")
+          yield* Ref.set(counter, value + 1)
+          yield* Ref.update(inside, (n) => n - 1)
+        })
+      const fibers = yield* Effect.forEach(
+        clients.flatMap(({ client }) => [client, client, client]),
+        (client) => Effect.fork(Effect.repeatN(client.withLock("counter", (term) => body(term.token)), 2))
+      )
+      yield* advance("8 seconds", "10 millis")
+      yield* Effect.forEach(fibers, Fiber.join)
+      expect(yield* Ref.get(overlaps)).toBe(0)
+      expect(yield* Ref.get(counter)).toBe(27)
+      const tokens = yield* Ref.get(entries)
+      expect(tokens).toHaveLength(27)
+      tokens.forEach((token, i) => {
+        if (i > 0) expect(token).toBeGreaterThan(tokens[i - 1]!)
+      })
+    }))
+
+  it.scoped("same-name calls in one client queue FIFO", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(1)
+      const client = clients[0]!.client
+      const order = yield* Ref.make<ReadonlyArray<number>>([])
+      const fibers: Array<Fiber.RuntimeFiber<void, unknown>> = []
+      for (let i = 1; i <= 5; i++) {
+        fibers.push(yield* Effect.fork(client.withLock("fifo", Effect.zipRight(
+          Ref.update(order, (all) => [...all, i]),
+          Effect.sleep("10 millis")
+        ))))
+        yield* settle
+      }
+      yield* advance("2 seconds", "5 millis")
+      yield* Effect.forEach(fibers, Fiber.join)
+      expect(yield* Ref.get(order)).toEqual([1, 2, 3, 4, 5])
+    }))
+
+  it.scoped("timeout gives LockTimeoutError, and the timed-out acquisition never takes the lock later", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(3)
+      const [a, b, c] = clients as [typeof clients[0], typeof clients[0], typeof clients[0]]
+      const holder = yield* Effect.fork(a.client.withLock("busy", Effect.sleep("3 seconds")))
+      yield* advance("100 millis")
+      const waiter = yield* Effect.fork(b.client.withLock("busy", Effect.void, { timeout: "1 second" }))
+      yield* advance("1100 millis")
+      const exit = yield* Fiber.await(waiter)
+      expect(Exit.isFailure(exit)).toBe(true)
+      const error = yield* Effect.flip(exit)
+      expect(error).toBeInstanceOf(LockTimeoutError)
+      yield* advance("3 seconds")
+      yield* Fiber.join(holder)
+      // The lock is free for anyone else, and B never held it.
+      const start = yield* Clock.currentTimeMillis
+      const tokenC = yield* Effect.fork(c.client.withLock("busy", (term) => Effect.succeed(term.token)))
+      yield* advance("100 millis")
+      expect(yield* Fiber.join(tokenC)).toBeGreaterThan(0n)
+      expect(yield* Clock.currentTimeMillis).toBeLessThan(start + 200)
+      expect((yield* eventsOf(b.events, "Elected")).filter((r) => r.event.name === "busy")).toEqual([])
+      expect((yield* b.client.snapshot).elections).toEqual([])
+    }))
+
+  it.scoped("the body is interrupted and withLock fails with LockLostError when the term is lost", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(2)
+      const [a] = clients as [typeof clients[0]]
+      const interrupted = yield* Ref.make(false)
+      const locked = yield* Effect.fork(a.client.withLock("lost", (term) =>
+        Effect.never.pipe(
+          Effect.onInterrupt(() => Ref.set(interrupted, true)),
+          Effect.as(term.token)
+        )))
+      yield* advance("200 millis")
+      yield* a.hang
+      yield* advance("5 seconds", "20 millis")
+      const exit = yield* Fiber.await(locked)
+      const error = yield* Effect.flip(exit)
+      expect(error).toBeInstanceOf(LockLostError)
+      expect(error).toMatchObject({ _tag: "LockLostError", name: "lost", reason: "DEADLINE_PASSED" })
+      expect((error as LockLostError).token).toBeGreaterThan(0n)
+      expect(yield* Ref.get(interrupted)).toBe(true)
+    }))
+
+  it.scoped("lock(name) holds the lease until the scope closes", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(2)
+      const [a, b] = clients as [typeof clients[0], typeof clients[0]]
+      const term = yield* a.client.lock("scoped")
+      expect(yield* term.isValid).toBe(true)
+      const other = yield* Effect.fork(b.client.withLock("scoped", (t) => Effect.succeed(t.token), { timeout: "2 seconds" }))
+      yield* advance("2100 millis")
+      expect(Exit.isFailure(yield* Fiber.await(other))).toBe(true)
+      expect(yield* term.isValid).toBe(true)
+    }))
+})
