@@ -647,8 +647,16 @@ const onAcquire = (
   const response = ev.response
   const e = Array.from(s.elections.values()).find((x) => x.attempt === ev.requestId)
   if (e === undefined) {
-    // Rule 1: a reply to an abandoned attempt that won a lease gives it back.
-    if (response._tag === "Granted") giveBack(s, request.sessionId, request.name, response.token)
+    // Rule 1: a reply to an abandoned attempt that won a lease gives it back, unless a term of ours holds
+    // that very lease: acquire is idempotent, so an abandoned attempt and the one that replaced it can
+    // both be granted the same token, and releasing it would free the current term's lease.
+    if (response._tag === "Granted") {
+      const { token } = response
+      const ours = Array.from(s.elections.values()).some((x) =>
+        x.name === request.name && x.term?.sessionId === request.sessionId && x.term.token === token
+      )
+      if (!ours) giveBack(s, request.sessionId, request.name, token)
+    }
     return
   }
   e.attempt = undefined
