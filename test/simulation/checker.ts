@@ -1,0 +1,583 @@
+/**
+ * The simulation's checker: everything it asserts, evaluated against the *true* global time.
+ *
+ * A term is valid at true time T iff it is not revoked, its client incarnation is alive, and the
+ * client's local clock at T reads less than the latest `Deadline` the engine published for the term's
+ * session incarnation (`sessionSeq`): exactly what `Term.isValid` computes in the shell.
+ *
+ * Properties (SPEC section 11):
+ * - overlap: no two valid terms of one name at the same true instant (checked after every scheduler
+ *   event, which includes every instant at which a term starts or a deadline moves);
+ * - tokens: the tokens of a name strictly increase in order of adoption;
+ * - pairing: every `Elected` term is revoked at most once, by a `Revoked` with its id; at most one
+ *   unrevoked term per election; every term of a client that stopped or closed is revoked by the end;
+ * - delivery: nothing (`Elected`, `Revoked`) reaches an election after its stop completed, or a client
+ *   after its close completed; every completion completes exactly once; a stop or close completes only
+ *   after its terms were revoked;
+ * - liveness: in the quiet phase (no faults, no workload), a name with a contender has a leader within
+ *   the stated bound (see `scheduler.ts`), and once that bound has passed no term ends involuntarily
+ *   (no `DEADLINE_PASSED`, `SESSION_EXPIRED` or `TAKEN_OVER` in a healthy system).
+ * Rules (SPEC section 5.1), checked where their effect is directly observable:
+ * - R1: a term is adopted only while its session's deadline is ahead; an `Acquire` reply granting a
+ *   lease is either adopted or released in the same step;
+ * - R2: a term is revoked before (or in the same step as) the release of its lease;
+ * - R3: after a renewal reply, no unrevoked term adopted before the request was sent is missing from it;
+ * - R4: after an `Expired` answer to the session's current renewal or attempt, none of its terms is
+ *   unrevoked;
+ * - an ended term never becomes valid again.
+ * Backend-side faults that no client can survive unharmed (a session ended early, a lease lost from a
+ * live session) exempt their victims from the overlap and token checks; R3 and R4 check the reaction.
+ */
+import type * as Engine from "../../src/Engine.js"
+
+export interface TermRecord {
+  readonly client: number
+  readonly inc: number
+  readonly termId: number
+  readonly handle: number
+  readonly name: string
+  readonly token: bigint
+  readonly sessionId: string
+  readonly sessionSeq: number
+  readonly adoptedAt: number
+  readonly adoptedStep: number
+  revokedAt: number | undefined
+  reason: string | undefined
+  deadAt: number | undefined
+  exempt: string | undefined
+  invalidSince: number | undefined
+}
+
+export type CompletionKind = "start" | "stop" | "stepDown" | "join" | "leave" | "close"
+
+interface Pending {
+  readonly kind: CompletionKind
+  readonly handle: number | undefined
+}
+
+/** One line of the trace, formatted only when a failure prints it. */
+export type TraceEntry =
+  | {
+    readonly _tag: "step"
+    readonly t: number
+    readonly client: number
+    readonly inc: number
+    readonly local: number
+    readonly event: Engine.Event
+    readonly effects: ReadonlyArray<Engine.Effect>
+  }
+  | { readonly _tag: "note"; readonly t: number; readonly text: string | (() => string) }
+
+export class SimulationFailure extends Error {
+  constructor(readonly seed: number, readonly violation: string, readonly trace: string) {
+    super(`simulation seed ${seed}: ${violation}\n  replay: SIM_SEED=${seed} npx vitest run test/simulation\n${trace}`)
+    this.name = "SimulationFailure"
+  }
+}
+
+export class Violation extends Error {}
+
+const ns = (client: number, inc: number) => `c${client}#${inc}`
+
+export interface StepInfo {
+  readonly t: number
+  readonly client: number
+  readonly inc: number
+  readonly step: number
+  readonly local: number
+  readonly event: Engine.Event
+  readonly effects: ReadonlyArray<Engine.Effect>
+  readonly prev: Engine.State
+}
+
+export class Checker {
+  readonly terms = new Map<string, TermRecord>()
+  /** Unrevoked, not dead terms (validity can still change). */
+  private readonly active = new Set<TermRecord>()
+  private readonly deadlines = new Map<string, number>()
+  private readonly lastToken = new Map<string, bigint>()
+  private readonly pending = new Map<string, Pending>()
+  private readonly stopped = new Set<string>()
+  private readonly closedIncs = new Set<string>()
+  private readonly sentStep = new Map<string, number>()
+  private readonly exemptSessions = new Set<string>()
+  private readonly exemptLeases = new Set<string>()
+  /** Liveness: when each name started lacking a leader while contended. */
+  private readonly gapSince = new Map<string, number>()
+  private readonly ring: Array<TraceEntry | undefined>
+  private ringAt = 0
+  readonly full: Array<TraceEntry> | undefined
+  maxGap = 0
+  termsAdopted = 0
+  /** Between these true times (the settled part of the quiet phase) no term may end involuntarily. */
+  stableFrom = Infinity
+  stableUntil = Infinity
+  /** Counts for the coverage summary (revocations by reason, ...). */
+  readonly stats = new Map<string, number>()
+
+  count(key: string): void {
+    this.stats.set(key, (this.stats.get(key) ?? 0) + 1)
+  }
+
+  constructor(
+    private readonly localNow: (client: number, inc: number, t: number) => number,
+    traceSize: number,
+    keepFullTrace: boolean,
+    /** Whether to check the engine rules (R1-R4) besides the properties. */
+    private readonly rules: boolean = true
+  ) {
+    this.ring = new Array(traceSize)
+    this.full = keepFullTrace ? [] : undefined
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Trace
+  // -------------------------------------------------------------------------------------------------
+
+  record(entry: TraceEntry): void {
+    this.ring[this.ringAt++ % this.ring.length] = entry
+    this.full?.push(entry)
+  }
+
+  note(t: number, text: string | (() => string)): void {
+    this.record({ _tag: "note", t, text })
+  }
+
+  formatTrace(all: boolean): string {
+    const entries = all && this.full !== undefined
+      ? this.full
+      : [...this.ring.slice(this.ringAt % this.ring.length), ...this.ring.slice(0, this.ringAt % this.ring.length)]
+        .filter((e): e is TraceEntry => e !== undefined)
+    const header = all ? "  full trace:" : `  last ${entries.length} trace entries (true time t, client#incarnation, local time L):`
+    return [header, ...entries.map(formatEntry)].join("\n")
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Bookkeeping from the scheduler
+  // -------------------------------------------------------------------------------------------------
+
+  expectCompletion(client: number, inc: number, completion: number, kind: CompletionKind, handle?: number): void {
+    this.pending.set(`${ns(client, inc)}/${completion}`, { kind, handle })
+  }
+
+  /** The client incarnation vanished: its terms can no longer be used by anyone. */
+  crashed(client: number, inc: number, t: number): void {
+    for (const term of Array.from(this.active)) {
+      if (term.client === client && term.inc === inc) {
+        term.deadAt = t
+        this.active.delete(term)
+      }
+    }
+    for (const key of Array.from(this.pending.keys())) {
+      if (key.startsWith(`${ns(client, inc)}/`)) this.pending.delete(key)
+    }
+  }
+
+  exemptSession(sessionId: string, why: string): void {
+    this.exemptSessions.add(sessionId)
+    for (const term of this.terms.values()) {
+      if (term.sessionId === sessionId && term.exempt === undefined) term.exempt = why
+    }
+  }
+
+  exemptLease(sessionId: string, name: string, token: bigint, why: string): void {
+    this.exemptLeases.add(`${sessionId}/${name}/${token}`)
+    for (const term of this.terms.values()) {
+      if (term.sessionId === sessionId && term.name === name && term.token === token && term.exempt === undefined) {
+        term.exempt = why
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // After every engine step
+  // -------------------------------------------------------------------------------------------------
+
+  afterStep(info: StepInfo): void {
+    const { client, effects, event, inc, step, t } = info
+    const here = ns(client, inc)
+    const adopted: Array<TermRecord> = []
+    for (const effect of effects) {
+      switch (effect._tag) {
+        case "Call":
+          this.sentStep.set(`${here}/${effect.requestId}`, step)
+          break
+        case "Deadline":
+          this.deadlines.set(`${here}/${effect.sessionSeq}`, effect.deadline)
+          break
+        case "Elected": {
+          if (this.closedIncs.has(here)) throw new Violation(`${here}: Elected ${effect.name} after its close completed`)
+          if (this.stopped.has(`${here}/${effect.handle}`)) {
+            throw new Violation(`${here}: Elected ${effect.name} (handle ${effect.handle}) after its stop completed`)
+          }
+          const key = `${here}/${effect.termId}`
+          if (this.terms.has(key)) throw new Violation(`${here}: term ${effect.termId} elected twice`)
+          for (const other of this.active) {
+            if (other.client === client && other.inc === inc && other.handle === effect.handle) {
+              throw new Violation(
+                `${here}: Elected ${effect.name} token ${effect.token} while term ${other.termId} (token ${other.token}) of the same election is not revoked`
+              )
+            }
+          }
+          const exempt = this.exemptSessions.has(effect.sessionId)
+            ? "session ended early by the backend"
+            : this.exemptLeases.has(`${effect.sessionId}/${effect.name}/${effect.token}`)
+            ? "lease lost by the backend"
+            : undefined
+          const term: TermRecord = {
+            client,
+            inc,
+            termId: effect.termId,
+            handle: effect.handle,
+            name: effect.name,
+            token: effect.token,
+            sessionId: effect.sessionId,
+            sessionSeq: effect.sessionSeq,
+            adoptedAt: t,
+            adoptedStep: step,
+            revokedAt: undefined,
+            reason: undefined,
+            deadAt: undefined,
+            exempt,
+            invalidSince: undefined
+          }
+          this.terms.set(key, term)
+          this.active.add(term)
+          adopted.push(term)
+          this.termsAdopted++
+          this.count(`elected ${effect.kind}`)
+          if (exempt === undefined) {
+            const last = this.lastToken.get(effect.name)
+            if (last !== undefined && effect.token <= last) {
+              throw new Violation(
+                `tokens of ${effect.name} must strictly increase in order of adoption: ${here} adopted ${effect.token} after ${last}`
+              )
+            }
+            this.lastToken.set(effect.name, effect.token)
+          }
+          break
+        }
+        case "Revoked": {
+          if (this.closedIncs.has(here)) throw new Violation(`${here}: Revoked ${effect.name} after its close completed`)
+          if (this.stopped.has(`${here}/${effect.handle}`)) {
+            throw new Violation(`${here}: Revoked ${effect.name} (handle ${effect.handle}) after its stop completed`)
+          }
+          const term = this.terms.get(`${here}/${effect.termId}`)
+          if (term === undefined) throw new Violation(`${here}: Revoked term ${effect.termId} that was never elected`)
+          if (term.revokedAt !== undefined) {
+            throw new Violation(`${here}: term ${effect.termId} (${effect.name} token ${effect.token}) revoked twice`)
+          }
+          if (term.handle !== effect.handle || term.name !== effect.name || term.token !== effect.token) {
+            throw new Violation(`${here}: Revoked term ${effect.termId} does not match its Elected`)
+          }
+          term.revokedAt = t
+          term.reason = effect.reason
+          this.count(`revoked ${effect.reason}`)
+          if (t >= this.stableFrom && t < this.stableUntil && effect.reason !== "STOPPED" && effect.reason !== "STEPPED_DOWN") {
+            throw new Violation(
+              `${here}: ${effect.name} token ${effect.token} revoked ${effect.reason} in the quiet phase, after the system should have settled (t >= ${
+                fmt(this.stableFrom)
+              })`
+            )
+          }
+          this.active.delete(term)
+          break
+        }
+        case "Complete": {
+          const key = `${here}/${effect.completion}`
+          const pending = this.pending.get(key)
+          if (pending === undefined) throw new Violation(`${here}: completion ${effect.completion} completed twice or never asked`)
+          this.pending.delete(key)
+          if (pending.kind === "stop" || pending.kind === "stepDown") {
+            for (const term of this.active) {
+              if (term.client === client && term.inc === inc && term.handle === pending.handle) {
+                throw new Violation(
+                  `${here}: ${pending.kind} of handle ${pending.handle} completed before its term ${term.termId} was revoked`
+                )
+              }
+            }
+            if (pending.kind === "stop") this.stopped.add(`${here}/${pending.handle}`)
+          }
+          if (pending.kind === "close" && effect.outcome._tag === "Ok") {
+            for (const term of this.active) {
+              if (term.client === client && term.inc === inc) {
+                throw new Violation(`${here}: close completed before term ${term.termId} (${term.name}) was revoked`)
+              }
+            }
+            this.closedIncs.add(here)
+          }
+          break
+        }
+        default:
+          break
+      }
+    }
+    if (!this.rules) return
+    // R2: a term is revoked before its lease is released.
+    for (const effect of effects) {
+      if (effect._tag !== "Call" || effect.request._tag !== "Release") continue
+      const { name, sessionId, token } = effect.request
+      for (const term of this.active) {
+        if (term.client === client && term.inc === inc && term.sessionId === sessionId && term.name === name && term.token === token) {
+          throw new Violation(`${here}: released ${name} token ${token} while its term ${term.termId} is not revoked (R2: revoke first)`)
+        }
+      }
+    }
+    for (const term of adopted) {
+      // Judged on the deadline alone: a term revoked in the very step that adopted it was still handed out.
+      const deadline = this.deadlines.get(`${here}/${term.sessionSeq}`)
+      if (term.deadAt === undefined && !(deadline !== undefined && info.local < deadline)) {
+        throw new Violation(
+          `${here}: adopted ${term.name} token ${term.token} past its session's local deadline (R1: adopt only before the deadline)`
+        )
+      }
+    }
+    if (event._tag === "Reply") this.checkReply(info)
+  }
+
+  private checkReply(info: StepInfo): void {
+    const { client, effects, inc, prev } = info
+    const event = info.event as Extract<Engine.Event, { _tag: "Reply" }>
+    const { request, response } = event
+    const here = ns(client, inc)
+    // R1: a grant is adopted or given back in the same step (unless a term of this session already
+    // holds that very lease: acquire is idempotent).
+    if (request._tag === "Acquire" && response._tag === "Granted") {
+      const ours = Array.from(prev.elections.values()).some((e) =>
+        e.name === request.name && e.term?.sessionId === request.sessionId && e.term.token === response.token
+      )
+      const handled = ours || effects.some((e) =>
+        (e._tag === "Elected" && e.name === request.name && e.token === response.token) ||
+        (e._tag === "Call" && e.request._tag === "Release" && e.request.name === request.name &&
+          e.request.token === response.token && e.request.sessionId === request.sessionId)
+      )
+      if (!handled) {
+        throw new Violation(
+          `${here}: a grant of ${request.name} token ${response.token} (request ${event.requestId}) was neither adopted nor released (R1)`
+        )
+      }
+    }
+    // R3: a renewal reply revokes every term adopted before it was sent that it no longer lists.
+    if (request._tag === "KeepAlive" && response._tag === "Live") {
+      const sent = this.sentStep.get(`${here}/${event.requestId}`) ?? Infinity
+      for (const term of this.active) {
+        if (term.client !== client || term.inc !== inc || term.sessionId !== request.sessionId) continue
+        if (term.adoptedStep >= sent) continue
+        if (!response.leases.some((l) => l.name === term.name && l.token === term.token)) {
+          throw new Violation(
+            `${here}: renewal reply (request ${event.requestId}) no longer lists ${term.name} token ${term.token}, but the term is not revoked (R3: TAKEN_OVER)`
+          )
+        }
+      }
+    }
+    // R4: an `Expired` answer to the current renewal or attempt ends every term of that session.
+    if (response._tag === "Expired" && "sessionId" in request) {
+      const current = request._tag === "KeepAlive"
+        ? prev.session.renewing === event.requestId
+        : request._tag === "Acquire"
+        ? Array.from(prev.elections.values()).some((e) => e.attempt === event.requestId)
+        : false
+      if (current) {
+        for (const term of this.active) {
+          if (term.client === client && term.inc === inc && term.sessionId === request.sessionId) {
+            throw new Violation(
+              `${here}: the backend answered Expired for session ${request.sessionId}, but term ${term.termId} (${term.name} token ${term.token}) is not revoked (R4)`
+            )
+          }
+        }
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // After every scheduler event: validity at this true instant
+  // -------------------------------------------------------------------------------------------------
+
+  validAt(term: TermRecord, t: number): boolean {
+    if (term.revokedAt !== undefined || term.deadAt !== undefined) return false
+    const deadline = this.deadlines.get(`${ns(term.client, term.inc)}/${term.sessionSeq}`)
+    return deadline !== undefined && this.localNow(term.client, term.inc, t) < deadline
+  }
+
+  /** Overlap and resurrection at true instant `t`; returns the valid terms by name. */
+  evaluate(t: number): Map<string, TermRecord> {
+    const byName = new Map<string, TermRecord>()
+    for (const term of this.active) {
+      const valid = this.validAt(term, t)
+      if (!valid) {
+        if (term.invalidSince === undefined) term.invalidSince = t
+        continue
+      }
+      if (term.invalidSince !== undefined) {
+        throw new Violation(
+          `c${term.client}#${term.inc}: term ${term.termId} (${term.name} token ${term.token}) is valid again at t=${
+            fmt(t)
+          } after it ended at t=${fmt(term.invalidSince)} (an ended term never becomes valid again)`
+        )
+      }
+      if (term.exempt !== undefined) continue
+      const other = byName.get(term.name)
+      if (other !== undefined) {
+        throw new Violation(
+          `two valid terms of ${term.name} at t=${fmt(t)}: c${other.client}#${other.inc} token ${other.token} (adopted t=${
+            fmt(other.adoptedAt)
+          }, local now ${fmt(this.localNow(other.client, other.inc, t))}) and c${term.client}#${term.inc} token ${term.token} (adopted t=${
+            fmt(term.adoptedAt)
+          }, local now ${fmt(this.localNow(term.client, term.inc, t))})`
+        )
+      }
+      byName.set(term.name, term)
+    }
+    return byName
+  }
+
+  /**
+   * Liveness in the quiet phase: a name with a contender (`contended`) must have a valid term; a gap
+   * that began before `quietFrom` counts from `quietFrom`.
+   */
+  liveness(t: number, quietFrom: number, bound: number, contended: ReadonlySet<string>, led: ReadonlyMap<string, TermRecord>): void {
+    for (const name of Array.from(this.gapSince.keys())) {
+      if (!contended.has(name) || led.has(name)) {
+        const since = this.gapSince.get(name)!
+        this.maxGap = Math.max(this.maxGap, t - Math.max(since, quietFrom))
+        this.gapSince.delete(name)
+      }
+    }
+    for (const name of contended) {
+      if (led.has(name)) continue
+      const since = this.gapSince.get(name) ?? t
+      this.gapSince.set(name, since)
+      const waited = t - Math.max(since, quietFrom)
+      if (waited > bound) {
+        throw new Violation(
+          `liveness: ${name} has had a contender but no leader for ${fmt(waited)} ms of the quiet phase (bound ${fmt(bound)} ms)`
+        )
+      }
+    }
+  }
+
+  /** At the end: completions done and terms revoked for every client that is still there. */
+  finish(alive: ReadonlyArray<{ client: number; inc: number }>): void {
+    for (const { client, inc } of alive) {
+      const here = ns(client, inc)
+      for (const [key, pending] of this.pending) {
+        if (key.startsWith(`${here}/`)) {
+          throw new Violation(`${here}: ${pending.kind}${pending.handle === undefined ? "" : ` of handle ${pending.handle}`} never completed`)
+        }
+      }
+      for (const term of this.active) {
+        if (term.client === client && term.inc === inc) {
+          throw new Violation(`${here}: term ${term.termId} (${term.name} token ${term.token}) was never revoked`)
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Formatting
+// ---------------------------------------------------------------------------------------------------
+
+export const fmt = (x: number): string => Number.isFinite(x) ? (Math.round(x * 10) / 10).toString() : String(x)
+
+export const formatRequest = (r: Engine.Request): string => {
+  switch (r._tag) {
+    case "OpenSession":
+      return `OpenSession(ttl ${r.ttl})`
+    case "KeepAlive":
+      return `KeepAlive(${r.sessionId})`
+    case "CloseSession":
+      return `CloseSession(${r.sessionId})`
+    case "Acquire":
+      return `Acquire(${r.sessionId}, ${r.name})`
+    case "Release":
+      return `Release(${r.sessionId}, ${r.name}, ${r.token})`
+    case "Join":
+      return `Join(${r.sessionId}, ${r.group})`
+    case "Leave":
+      return `Leave(${r.sessionId}, ${r.group})`
+    case "Members":
+      return `Members(${r.group})`
+  }
+}
+
+export const formatResponse = (r: Engine.Response): string => {
+  switch (r._tag) {
+    case "Opened":
+      return `Opened(${r.sessionId}, ${fmt(r.remaining)})`
+    case "Live":
+      return `Live(${fmt(r.remaining)}, [${r.leases.map((l) => `${l.name}:${l.token}`).join(" ")}]${
+        r.groups.length === 0 ? "" : `, groups ${r.groups.map((g) => `${g.group}=[${g.members.join(" ")}]`).join(" ")}`
+      })`
+    case "Granted":
+      return `Granted(${r.token})`
+    case "HeldBy":
+      return `HeldBy(${r.token}, ${r.remaining === undefined ? "?" : fmt(r.remaining)})`
+    case "MemberList":
+      return `MemberList[${r.members.join(" ")}]`
+    case "Failed":
+      return `Failed(${r.error})`
+    default:
+      return r._tag
+  }
+}
+
+export const formatEvent = (e: Engine.Event): string => {
+  switch (e._tag) {
+    case "Boot":
+      return "Boot"
+    case "Start":
+      return `Start(h${e.handle} ${e.kind} ${e.name}${e.hasWork ? " +work" : ""})`
+    case "Stop":
+      return `Stop(h${e.handle})`
+    case "StepDown":
+      return `StepDown(h${e.handle}, cooldown ${fmt(e.cooldown)})`
+    case "Timer":
+      return `Timer(${e.key})`
+    case "Reply":
+      return `Reply#${e.requestId} ${formatRequest(e.request)} -> ${formatResponse(e.response)}`
+    case "Hint":
+      return `Hint(${e.hint._tag} ${e.hint._tag === "Released" ? e.hint.name : e.hint.group})`
+    case "WorkExited":
+      return `WorkExited(h${e.handle}, term ${e.termId})`
+    case "Join":
+      return `Join(h${e.handle} ${e.group}/${e.partitions})`
+    case "Leave":
+      return `Leave(h${e.handle})`
+    case "Close":
+      return "Close"
+  }
+}
+
+export const formatEffect = (e: Engine.Effect): string | undefined => {
+  switch (e._tag) {
+    case "Call":
+      return `Call#${e.requestId} ${formatRequest(e.request)}`
+    case "Arm":
+      return `Arm(${e.key} @${fmt(e.at)})`
+    case "Disarm":
+      return `Disarm(${e.key})`
+    case "Deadline":
+      return `Deadline(seq ${e.sessionSeq} @${fmt(e.deadline)})`
+    case "Elected":
+      return `ELECTED(h${e.handle} ${e.name} token ${e.token} term ${e.termId} ${e.sessionId})`
+    case "Revoked":
+      return `REVOKED(h${e.handle} ${e.name} token ${e.token} term ${e.termId} ${e.reason})`
+    case "Complete":
+      return `Complete(${e.completion} ${e.outcome._tag})`
+    case "Members":
+      return `Members(${e.group} owned [${e.owned.join(",")}])`
+    case "Publish":
+      return e.event._tag === "SessionEnded" || e.event._tag === "SessionOpened" || e.event._tag === "SessionSuspended"
+        ? e.event._tag
+        : undefined
+  }
+}
+
+const formatEntry = (entry: TraceEntry): string => {
+  if (entry._tag === "note") return `  t=${fmt(entry.t)}  ${typeof entry.text === "string" ? entry.text : entry.text()}`
+  const effects = entry.effects.map(formatEffect).filter((x): x is string => x !== undefined)
+  return `  t=${fmt(entry.t)} ${ns(entry.client, entry.inc)} L=${fmt(entry.local)}  ${formatEvent(entry.event)}${
+    effects.length === 0 ? "" : `\n      => ${effects.join(", ")}`
+  }`
+}

@@ -1,0 +1,207 @@
+/**
+ * The model backend of the simulation: the LeaseBackend SPI semantics (SPEC section 7) reduced to a
+ * few maps, deciding with the simulation's *true* time (the backend's clock runs at rate 1).
+ *
+ * - sessions expire `granted` ms after their last renewal, lazily, silently (like a Redis key);
+ * - an expired or closed session is gone for good (`Expired` to keepAlive, acquire and join);
+ * - session ids are never reused; tokens of a name only rise, forever (release keeps the counter);
+ * - acquire by the holder is idempotent (same token), `HeldBy` says how long the holder has left;
+ * - releases with a stale token or by another session are no-ops;
+ * - `Released` / `GroupChanged` hints are returned to the caller (the scheduler decides delivery).
+ *
+ * Two backend-side faults exist only here: `forceExpire` (the server ends a session early, e.g. an
+ * operator or a ZooKeeper session killed) and `loseLease` (a lease disappears from a live session, e.g.
+ * a failover losing a write). Neither can be made safe by any client; the checker exempts their
+ * victims from the overlap check and instead checks that the victim reacts on its next reply.
+ */
+import type * as Engine from "../../src/Engine.js"
+
+export interface ModelOptions {
+  /** The longest ttl the backend grants (ZooKeeper caps session timeouts); `Infinity` for none. */
+  readonly maxTtl: number
+  /** Whether `HeldBy` carries the holder's remaining time. */
+  readonly heldByRemaining: boolean
+}
+
+interface ModelSession {
+  readonly id: string
+  expiresAt: number
+  readonly leases: Set<string>
+  readonly groups: Set<string>
+}
+
+interface ModelLease {
+  holder: string | undefined
+  token: bigint
+}
+
+export interface ApplyResult {
+  readonly response: Engine.Response
+  readonly hints: ReadonlyArray<Engine.HintEvent>
+}
+
+export class ModelBackend {
+  private readonly sessions = new Map<string, ModelSession>()
+  private readonly leases = new Map<string, ModelLease>()
+  private readonly groups = new Map<string, Set<string>>()
+  private issued = 0
+
+  constructor(readonly options: ModelOptions) {}
+
+  /** Drops every session whose expiry is at or before `now` (silently, as the memory backend does). */
+  expire(now: number): ReadonlyArray<string> {
+    const gone: Array<string> = []
+    for (const session of Array.from(this.sessions.values())) {
+      if (session.expiresAt <= now) {
+        this.drop(session)
+        gone.push(session.id)
+      }
+    }
+    return gone
+  }
+
+  private drop(session: ModelSession): Array<Engine.HintEvent> {
+    const hints: Array<Engine.HintEvent> = []
+    for (const name of session.leases) {
+      const lease = this.leases.get(name)
+      if (lease !== undefined && lease.holder === session.id) lease.holder = undefined
+      hints.push({ _tag: "Released", name })
+    }
+    for (const group of session.groups) {
+      const members = this.groups.get(group)
+      members?.delete(session.id)
+      if (members !== undefined && members.size === 0) this.groups.delete(group)
+      hints.push({ _tag: "GroupChanged", group })
+    }
+    this.sessions.delete(session.id)
+    return hints
+  }
+
+  private grant(ttl: number): number {
+    return Math.min(ttl, this.options.maxTtl)
+  }
+
+  private membersOf(group: string): Array<string> {
+    return Array.from(this.groups.get(group) ?? []).sort()
+  }
+
+  /** Performs one request at true time `now`, as one atomic step after lazy expiry. */
+  apply(request: Engine.Request, now: number): ApplyResult {
+    this.expire(now)
+    switch (request._tag) {
+      case "OpenSession": {
+        const id = `s${++this.issued}`
+        const granted = this.grant(request.ttl)
+        this.sessions.set(id, { id, expiresAt: now + granted, leases: new Set(), groups: new Set() })
+        return { response: { _tag: "Opened", sessionId: id, remaining: granted }, hints: [] }
+      }
+      case "KeepAlive": {
+        const session = this.sessions.get(request.sessionId)
+        if (session === undefined) return { response: { _tag: "Expired" }, hints: [] }
+        const granted = this.grant(request.ttl)
+        session.expiresAt = now + granted
+        const leases = Array.from(session.leases).sort().map((name) => ({
+          name,
+          token: this.leases.get(name)!.token
+        }))
+        const groups = Array.from(session.groups).sort().map((group) => ({ group, members: this.membersOf(group) }))
+        return { response: { _tag: "Live", remaining: granted, leases, groups }, hints: [] }
+      }
+      case "CloseSession": {
+        const session = this.sessions.get(request.sessionId)
+        return { response: { _tag: "Done" }, hints: session === undefined ? [] : this.drop(session) }
+      }
+      case "Acquire": {
+        const session = this.sessions.get(request.sessionId)
+        if (session === undefined) return { response: { _tag: "Expired" }, hints: [] }
+        const lease = this.leases.get(request.name)
+        if (lease !== undefined && lease.holder !== undefined) {
+          if (lease.holder === session.id) return { response: { _tag: "Granted", token: lease.token }, hints: [] }
+          const holder = this.sessions.get(lease.holder)!
+          return {
+            response: {
+              _tag: "HeldBy",
+              token: lease.token,
+              remaining: this.options.heldByRemaining ? holder.expiresAt - now : undefined
+            },
+            hints: []
+          }
+        }
+        const token = (lease?.token ?? 0n) + 1n
+        this.leases.set(request.name, { holder: session.id, token })
+        session.leases.add(request.name)
+        return { response: { _tag: "Granted", token }, hints: [] }
+      }
+      case "Release": {
+        const lease = this.leases.get(request.name)
+        if (lease === undefined || lease.holder !== request.sessionId || lease.token !== request.token) {
+          return { response: { _tag: "Done" }, hints: [] }
+        }
+        lease.holder = undefined
+        this.sessions.get(request.sessionId)?.leases.delete(request.name)
+        return { response: { _tag: "Done" }, hints: [{ _tag: "Released", name: request.name }] }
+      }
+      case "Join": {
+        const session = this.sessions.get(request.sessionId)
+        if (session === undefined) return { response: { _tag: "Expired" }, hints: [] }
+        if (session.groups.has(request.group)) return { response: { _tag: "Joined" }, hints: [] }
+        session.groups.add(request.group)
+        const members = this.groups.get(request.group) ?? new Set<string>()
+        members.add(session.id)
+        this.groups.set(request.group, members)
+        return { response: { _tag: "Joined" }, hints: [{ _tag: "GroupChanged", group: request.group }] }
+      }
+      case "Leave": {
+        const session = this.sessions.get(request.sessionId)
+        if (session === undefined || !session.groups.has(request.group)) return { response: { _tag: "Done" }, hints: [] }
+        session.groups.delete(request.group)
+        const members = this.groups.get(request.group)
+        members?.delete(session.id)
+        if (members !== undefined && members.size === 0) this.groups.delete(request.group)
+        return { response: { _tag: "Done" }, hints: [{ _tag: "GroupChanged", group: request.group }] }
+      }
+      case "Members":
+        return { response: { _tag: "MemberList", members: this.membersOf(request.group) }, hints: [] }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Backend-side faults and views for the checker
+  // -------------------------------------------------------------------------------------------------
+
+  /** Live session ids at `now` (after lazy expiry). */
+  liveSessions(now: number): ReadonlyArray<string> {
+    this.expire(now)
+    return Array.from(this.sessions.keys())
+  }
+
+  /** The server ends a live session early. Returns the hints and what the session held. */
+  forceExpire(sessionId: string, now: number): { hints: ReadonlyArray<Engine.HintEvent>; leases: Array<{ name: string; token: bigint }> } {
+    this.expire(now)
+    const session = this.sessions.get(sessionId)
+    if (session === undefined) return { hints: [], leases: [] }
+    const leases = Array.from(session.leases, (name) => ({ name, token: this.leases.get(name)!.token }))
+    return { hints: this.drop(session), leases }
+  }
+
+  /** Held leases at `now`: name → holder session and token. */
+  heldLeases(now: number): ReadonlyArray<{ name: string; holder: string; token: bigint }> {
+    this.expire(now)
+    const out: Array<{ name: string; holder: string; token: bigint }> = []
+    for (const [name, lease] of this.leases) {
+      if (lease.holder !== undefined) out.push({ name, holder: lease.holder, token: lease.token })
+    }
+    return out
+  }
+
+  /** A lease vanishes from its live holder (failover lost the write). */
+  loseLease(name: string, now: number): { holder: string; token: bigint; hints: ReadonlyArray<Engine.HintEvent> } | undefined {
+    this.expire(now)
+    const lease = this.leases.get(name)
+    if (lease === undefined || lease.holder === undefined) return undefined
+    const holder = lease.holder
+    lease.holder = undefined
+    this.sessions.get(holder)?.leases.delete(name)
+    return { holder, token: lease.token, hints: [{ _tag: "Released", name }] }
+  }
+}
