@@ -16,7 +16,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SERVICES_DIR="$ROOT/.services"
 CLUSTER_DIR="$SERVICES_DIR/redis-cluster"
-CLUSTER_PORTS=(7000 7001 7002)
+# The tests expect 7000-7002; SIMBA_CLUSTER_PORTS only serves to try this script on other ports.
+read -r -a CLUSTER_PORTS <<<"${SIMBA_CLUSTER_PORTS:-7000 7001 7002}"
 # Failure detection and recovery of a restarted master take about 2 x this.
 CLUSTER_NODE_TIMEOUT_MS=2000
 WAIT_SECONDS="${SIMBA_SERVICES_WAIT:-30}"

@@ -70,7 +70,9 @@ for (const mode of modes) {
         const [name, group] = [uniqueName("lease"), uniqueName("group")]
         const { sessionId, remaining } = yield* b.openSession(ttl)
         expect(sessionId).toMatch(/^[0-9a-f]{32}$/)
-        expect(Duration.toMillis(remaining)).toBe(1500)
+        // The server's PTTL right after `SET PX 1500`: a millisecond may already have passed.
+        expect(Duration.toMillis(remaining)).toBeGreaterThanOrEqual(1490)
+        expect(Duration.toMillis(remaining)).toBeLessThanOrEqual(1500)
         const home = k.session(sessionId)
         expect(home).toBe(`simba:session:{${sessionId}}`)
         const homeTtl = yield* Effect.promise(() => raw.pttl(home))
@@ -95,9 +97,9 @@ for (const mode of modes) {
           const tag = RedisBackend.slotTag(RedisBackend.keySlot(leaseKey))
           expect(yield* Effect.promise(() => raw.hkeys(k.sessionSlots(sessionId)))).toEqual([tag])
           expect(yield* Effect.promise(() => raw.smembers(k.shadowLeases(tag, sessionId)))).toEqual([name])
-          // The shadow lives at least as long as the home key.
+          // The shadow lives at least as long as the home key (read first, so it had more time to run down).
           const shadowTtl = yield* Effect.promise(() => raw.pttl(k.shadow(tag, sessionId)))
-          expect(shadowTtl).toBeGreaterThanOrEqual((yield* Effect.promise(() => raw.pttl(home))) - 20)
+          expect(shadowTtl).toBeGreaterThanOrEqual((yield* Effect.promise(() => raw.pttl(home))) - 1)
         } else {
           expect(yield* Effect.promise(() => raw.smembers(`simba:session:{${sessionId}}:leases`))).toEqual([name])
         }
@@ -163,18 +165,19 @@ for (const mode of modes) {
         const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted))
         expect(yield* b.join(sessionId, group)).toBe("Joined")
         expect(yield* b.join(peer, group)).toBe("Joined")
-        // Twice the ttl, renewing every half ttl: still alive.
-        for (let i = 0; i < 4; i++) {
-          yield* Effect.sleep(Duration.millis(750))
+        // Twice the ttl, renewing every third of it: still alive. The peer renews twice only.
+        for (let i = 0; i < 6; i++) {
+          yield* Effect.sleep(Duration.millis(500))
           const reply = live(yield* b.keepAlive(sessionId, ttl))
-          expect(Duration.toMillis(reply.remaining)).toBe(1500)
+          expect(Duration.toMillis(reply.remaining)).toBeGreaterThanOrEqual(1490)
+          expect(Duration.toMillis(reply.remaining)).toBeLessThanOrEqual(1500)
           expect(sortedLeases(reply)).toEqual(
             names.map((name, j) => [name, tokens[j]!] as const).sort((a, c) => a[0].localeCompare(c[0]))
           )
           expect(reply.groups.map((view) => view.group)).toEqual([group])
           if (i < 2) live(yield* b.keepAlive(peer, ttl))
         }
-        // The peer stopped renewing at ~1 s: it has expired and left the group's view.
+        // The peer stopped renewing at ~1 s, 2 s ago: it has expired and left the group's view.
         const last = live(yield* b.keepAlive(sessionId, ttl))
         expect(last.groups).toEqual([{ group, members: [sessionId] }])
         // A shorter ttl does not shorten the session.
@@ -237,26 +240,34 @@ for (const mode of modes) {
         const group = uniqueName("group")
         const count = (hints: ReadonlyArray<Hint>) =>
           hints.filter((hint) => hint._tag === "GroupChanged" && hint.group === group).length
-        const a = (yield* b.openSession(ttl)).sessionId
+        // Waits for `n` changes, then checks that no more came.
+        const changes = (n: number) =>
+          Effect.gen(function*() {
+            yield* watch.awaitSeen((hints) => count(hints) >= n)
+            yield* Effect.sleep(Duration.millis(100))
+            expect(count(yield* watch.seen)).toBe(n)
+          })
+        const a = (yield* b.openSession(Duration.seconds(10))).sessionId
         const silent = (yield* b.openSession(Duration.millis(300))).sessionId
         expect(yield* b.join(a, group)).toBe("Joined")
         expect(yield* b.join(silent, group)).toBe("Joined")
-        yield* watch.await(() => false, "150 millis").pipe(Effect.ignore)
-        expect(count(yield* watch.seen)).toBe(2)
+        yield* changes(2)
         expect(yield* b.members(group)).toEqual([a, silent].sort())
-        yield* Effect.sleep(Duration.millis(500))
+        yield* Effect.sleep(Duration.millis(700))
+        // `members` drops the expired session, and says so.
         expect(yield* b.members(group)).toEqual([a])
+        yield* changes(3)
         yield* b.leave(a, group)
         expect(yield* b.members(group)).toEqual([])
+        yield* changes(4)
+        // Leaving again changes nothing.
         yield* b.leave(a, group)
-        yield* watch.await(() => false, "150 millis").pipe(Effect.ignore)
-        // join, join, expired (dropped by `members`), leave; the second leave changed nothing.
-        expect(count(yield* watch.seen)).toBe(4)
+        yield* changes(4)
         expect(live(yield* b.keepAlive(a, ttl)).groups).toEqual([])
         expect(yield* b.join(a, group)).toBe("Joined")
+        yield* changes(5)
         yield* b.closeSession(a)
-        yield* watch.await(() => false, "150 millis").pipe(Effect.ignore)
-        expect(count(yield* watch.seen)).toBe(6)
+        yield* changes(6)
         expect(yield* b.members(group)).toEqual([])
       }))
 
@@ -363,10 +374,11 @@ describe("Redis Cluster: per-slot design", () => {
         const registered = yield* Effect.promise(() => raw.hkeys(k.sessionSlots(sessionId)))
         expect(new Set(registered)).toEqual(new Set([...slots].map(RedisBackend.slotTag)))
         expect(sortedLeases(yield* b.keepAlive(sessionId, ttl)).length).toBe(40)
-        // Every shadow outlives the home key after a renewal.
-        const homeTtl = yield* Effect.promise(() => raw.pttl(k.session(sessionId)))
+        // Every shadow outlives the home key after a renewal (shadow read first, so it had more time to run down).
         for (const tag of registered) {
-          expect(yield* Effect.promise(() => raw.pttl(k.shadow(tag, sessionId)))).toBeGreaterThanOrEqual(homeTtl - 20)
+          const shadowTtl = yield* Effect.promise(() => raw.pttl(k.shadow(tag, sessionId)))
+          const homeTtl = yield* Effect.promise(() => raw.pttl(k.session(sessionId)))
+          expect(shadowTtl).toBeGreaterThanOrEqual(homeTtl - 1)
         }
         yield* Effect.forEach(names.slice(0, 30), (name, i) => b.release(sessionId, name, tokens[i]!), {
           concurrency: 8
@@ -451,11 +463,11 @@ describe("Redis backend options", () => {
   it.scopedLive("nobody listening: the layer fails with BackendError(connect), quickly", () =>
     Effect.gen(function*() {
       const port = yield* freePort
-      const started = Date.now()
+      const started = performance.now()
       const error = yield* Effect.flip(Effect.scoped(RedisBackend.make({ port, connectTimeout: "500 millis" })))
       expect(error._tag).toBe("BackendError")
       expect(error.operation).toBe("connect")
-      expect(Date.now() - started).toBeLessThan(3000)
+      expect(performance.now() - started).toBeLessThan(3000)
       const clusterError = yield* Effect.flip(
         Effect.scoped(RedisBackend.make({ cluster: { nodes: [{ host: "127.0.0.1", port }] }, connectTimeout: "500 millis" }))
       )
@@ -470,6 +482,7 @@ describe("Redis backend options", () => {
         Effect.scoped(RedisBackend.make({ port: server.port, password: Redacted.make("not-it"), connectTimeout: "1 second" }))
       )
       expect(wrong.operation).toBe("connect")
+      expect(wrong.message).toContain("WRONGPASS")
       expect(wrong.message).not.toContain("not-it")
       const viaOption = yield* RedisBackend.make({ port: server.port, password: Redacted.make(secret) })
       const viaUrl = yield* RedisBackend.make({ url: Redacted.make(`redis://default:${secret}@127.0.0.1:${server.port}/2`) })
@@ -527,11 +540,11 @@ describe("Redis backend failures (private redis-server)", () => {
       const admin = yield* rawClient(false, server.port)
       const { sessionId } = yield* b.openSession(ttl)
       yield* Effect.promise(() => admin.call("CLIENT", "PAUSE", "1000", "ALL"))
-      const started = Date.now()
+      const started = performance.now()
       const error = yield* Effect.flip(b.keepAlive(sessionId, ttl))
       expect(error.operation).toBe("keepAlive")
       expect(String(error.cause)).toContain("timed out")
-      expect(Date.now() - started).toBeLessThan(900)
+      expect(performance.now() - started).toBeLessThan(900)
       yield* Effect.sleep(Duration.millis(900))
       const reply = yield* b.keepAlive(sessionId, ttl).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("5 seconds"))))
       expect(reply._tag).toBe("Live")

@@ -2,9 +2,9 @@
 import * as RedisBackend from "../../src/layers/Redis.js"
 import { FencingSpec } from "../tck/FencingSpec.js"
 import { LeaseBackendSpec } from "../tck/LeaseBackendSpec.js"
-import { cluster, ttl } from "./RedisServers.js"
+import { clientTiming, cluster, ttl } from "./RedisServers.js"
 
 const layer = RedisBackend.layer(cluster)
 
-LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true })
-FencingSpec("redis cluster", layer, { virtualTime: false, ttl })
+LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true, client: clientTiming })
+FencingSpec("redis cluster", layer, { virtualTime: false, ttl, client: clientTiming })

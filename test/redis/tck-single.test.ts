@@ -2,9 +2,9 @@
 import * as RedisBackend from "../../src/layers/Redis.js"
 import { FencingSpec } from "../tck/FencingSpec.js"
 import { LeaseBackendSpec } from "../tck/LeaseBackendSpec.js"
-import { singleNode, ttl } from "./RedisServers.js"
+import { clientTiming, singleNode, ttl } from "./RedisServers.js"
 
 const layer = RedisBackend.layer(singleNode)
 
-LeaseBackendSpec("redis", layer, { virtualTime: false, ttl, hints: true })
-FencingSpec("redis", layer, { virtualTime: false, ttl })
+LeaseBackendSpec("redis", layer, { virtualTime: false, ttl, hints: true, client: clientTiming })
+FencingSpec("redis", layer, { virtualTime: false, ttl, client: clientTiming })
