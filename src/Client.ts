@@ -142,10 +142,39 @@ const backendCalls = Metric.counter("simba_backend_calls_total", {
   description: "backend calls by backend, operation and outcome",
   incremental: true
 })
-const backendLatency = Metric.timer("simba_backend_call_duration", "backend call latency")
+const backendLatency = Metric.timer("simba_backend_call_duration", "backend call latency by backend and operation")
 const termsWon = Metric.counter("simba_terms_total", { description: "terms won", incremental: true })
 const revocations = Metric.counter("simba_revocations_total", { description: "terms revoked, by reason", incremental: true })
-const leaderGauge = Metric.gauge("simba_leader", { description: "1 while this client leads the name" })
+const leaderGauge = Metric.gauge("simba_leader_terms", { description: "terms this client currently holds" })
+const revocationsByReason = Object.fromEntries(
+  Object.keys(Term.RevokeReason).map((reason) => [reason, Metric.tagged(revocations, "reason", reason)])
+) as Record<Term.RevokeReason, Metric.Metric.Counter<number>>
+
+/**
+ * The per-call metrics of one backend operation, built once: tagging a metric builds (and hashes) a
+ * new key, too costly to do on every call.
+ */
+const callMetrics = (backend: string) => {
+  const cache = new Map<string, {
+    readonly success: Metric.Metric.Counter<number>
+    readonly failure: Metric.Metric.Counter<number>
+    readonly latency: typeof backendLatency
+  }>()
+  return (operation: string) => {
+    let metrics = cache.get(operation)
+    if (metrics === undefined) {
+      const tags = (metric: Metric.Metric.Counter<number>, outcome: string) =>
+        metric.pipe(Metric.tagged("backend", backend), Metric.tagged("operation", operation), Metric.tagged("outcome", outcome))
+      metrics = {
+        success: tags(backendCalls, "success"),
+        failure: tags(backendCalls, "failure"),
+        latency: backendLatency.pipe(Metric.tagged("backend", backend), Metric.tagged("operation", operation))
+      }
+      cache.set(operation, metrics)
+    }
+    return metrics
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Shell
@@ -248,6 +277,7 @@ export const make = (
     const deadlines = new Map<number, number>()
     const terms = new Map<number, LiveTerm>()
     let nextId = 1
+    const metricsFor = callMetrics(backend.backend)
 
     const offer = (event: Engine.Event) => Queue.offer(events, event)
 
@@ -272,6 +302,7 @@ export const make = (
 
     const performCall = (effect: Extract<Engine.Effect, { _tag: "Call" }>) => {
       const operation = operationName(effect.request)
+      const metrics = metricsFor(operation)
       return toResponse(backend, effect.request).pipe(
         Effect.timeoutFail({
           duration: Duration.millis(Math.ceil(effect.timeout)),
@@ -283,12 +314,11 @@ export const make = (
             })
         }),
         Effect.tapBoth({
-          onFailure: () => Metric.increment(Metric.tagged(backendCalls, "outcome", "failure")),
-          onSuccess: () => Metric.increment(Metric.tagged(backendCalls, "outcome", "success"))
+          onFailure: () => Metric.increment(metrics.failure),
+          onSuccess: () => Metric.increment(metrics.success)
         }),
-        Metric.trackDuration(backendLatency),
-        Effect.tagMetrics({ backend: backend.backend, operation }),
-        Effect.withSpan(`simba.${operation}`, { attributes: { backend: backend.backend } }),
+        Metric.trackDuration(metrics.latency),
+        Effect.withSpan(`simba.${operation}`, { attributes: { backend: backend.backend }, captureStackTrace: false }),
         Effect.catchAll((error): Effect.Effect<Engine.Response> =>
           Effect.succeed({ _tag: "Failed", error: error instanceof Error ? error.message : String(error) })
         ),
@@ -318,8 +348,8 @@ export const make = (
         })
         const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
         terms.set(effect.termId, live)
-        yield* Metric.increment(Metric.tagged(termsWon, "name", effect.name))
-        yield* Metric.set(Metric.tagged(leaderGauge, "name", effect.name), 1)
+        yield* Metric.increment(termsWon)
+        yield* Metric.update(leaderGauge, terms.size)
         const hook = effect.group === undefined ? hooks.get(effect.handle) : groupHooks.get(effect.group)
         const work = hook === undefined ? Option.none() : yield* hook.onElected(term, effect.partition)
         if (Option.isSome(work)) {
@@ -346,8 +376,8 @@ export const make = (
         if (live === undefined) return
         terms.delete(effect.termId)
         yield* Deferred.succeed(live.revoked, effect.reason)
-        yield* Metric.increment(Metric.tagged(revocations, "reason", effect.reason))
-        yield* Metric.set(Metric.tagged(leaderGauge, "name", effect.name), 0)
+        yield* Metric.increment(revocationsByReason[effect.reason])
+        yield* Metric.update(leaderGauge, terms.size)
         // The engine never waits for the work: interruption is forked.
         if (live.work !== undefined) yield* Fiber.interruptFork(live.work)
         const hook = live.group === undefined ? hooks.get(live.handle) : groupHooks.get(live.group)

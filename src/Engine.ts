@@ -248,7 +248,8 @@ interface Step {
   readonly now: number
   readonly timing: Session.Timing
   session: Mutable<SessionState>
-  released: Map<string, bigint>
+  released: ReadonlyMap<string, bigint>
+  releasedCopied: boolean
   elections: Map<number, Mutable<ElectionState>>
   groups: Map<number, Mutable<GroupState>>
   timers: Map<string, number>
@@ -264,7 +265,8 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
     now,
     timing: state.timing,
     session: { ...state.session },
-    released: new Map(state.session.released),
+    released: state.session.released,
+    releasedCopied: false,
     elections: new Map(Array.from(state.elections, ([k, v]) => [k, { ...v }])),
     groups: new Map(Array.from(state.groups, ([k, v]) => [k, { ...v }])),
     timers: new Map(state.timers),
@@ -431,6 +433,7 @@ const openSession = (s: Step): void => {
     opening: undefined
   }
   s.released = new Map()
+  s.releasedCopied = true
   s.session.opening = call(s, { _tag: "OpenSession", ttl: s.timing.leaseDuration })
 }
 
@@ -725,23 +728,40 @@ const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
   const term = e.term
   if (term === undefined) return
   e.term = undefined
-  const above = s.released.get(e.name)
-  if (term.sessionSeq === s.session.seq && (above === undefined || term.token > above)) {
-    s.released.set(e.name, term.token)
-  }
-  call(s, { _tag: "Release", sessionId: term.sessionId, name: e.name, token: term.token })
+  giveBack(s, term.sessionId, e.name, term.token)
 }
 
 /**
- * Releases a lease no term holds (an unwanted grant, rule 1; an unclaimed lease, rule 3) and, for the
- * current session, records its token like `releaseLease` does: the release may reach the backend after
- * a retried acquire that the backend answers with the same token (acquire is idempotent), and adopting
- * that grant would make a term of a lease the late release then frees.
+ * Releases a lease and, for the current session, records its token (rule 1): the release may reach
+ * the backend after a retried acquire that the backend answers with the same token (acquire is
+ * idempotent), and adopting that grant would make a term of a lease the late release then frees.
  */
 const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
   const above = s.released.get(name)
-  if (sessionId === s.session.id && (above === undefined || token > above)) s.released.set(name, token)
+  if (sessionId === s.session.id && (above === undefined || token > above)) writableReleased(s).set(name, token)
   call(s, { _tag: "Release", sessionId, name, token })
+}
+
+/** Copy-on-write: most steps never touch the released tokens. */
+const writableReleased = (s: Step): Map<string, bigint> => {
+  if (s.releasedCopied) return s.released as Map<string, bigint>
+  const copy = new Map(s.released)
+  s.released = copy
+  s.releasedCopied = true
+  return copy
+}
+
+/**
+ * A release the backend confirmed makes its record unnecessary once no acquire of that name is in
+ * flight (any later grant carries a higher token), which keeps the records bounded by the releases
+ * in flight instead of growing with every name ever used.
+ */
+const onReleased = (s: Step, request: Extract<Request, { _tag: "Release" }>): void => {
+  if (request.sessionId !== s.session.id || s.released.get(request.name) !== request.token) return
+  for (const e of s.elections.values()) {
+    if (e.name === request.name && e.attempt !== undefined) return
+  }
+  writableReleased(s).delete(request.name)
 }
 
 /** Involuntary loss: revoke at once, do not wait for the work, go back to candidacy (locks end). */
@@ -911,9 +931,12 @@ const reply = (s: Step, ev: Extract<Event, { _tag: "Reply" }>): void => {
     case "CloseSession":
       return onClosed(s, request)
     case "Release":
+      // A failed release is retried by rule 3 at the next renewal.
+      if (response._tag === "Failed") return failed(s, "release", response.error)
+      return onReleased(s, request)
     case "Leave":
-      // A failed release is retried by rule 3 at the next renewal; a failed leave ends with the session.
-      if (response._tag === "Failed") failed(s, request._tag === "Release" ? "release" : "leave", response.error)
+      // A failed leave ends with the session.
+      if (response._tag === "Failed") failed(s, "leave", response.error)
       return
   }
 }
