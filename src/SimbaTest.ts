@@ -5,36 +5,54 @@
  * - A **network** is one shared store (a fresh in-memory backend, or any `LeaseBackendService`).
  * - `makeClient(net, config)` builds a Simba client whose backend calls go through its own faulty
  *   link, and returns the client with its `faults` remote control: `pause`/`resume`, `slow`, `fail`,
- *   `drop`, `partition`/`heal`, `expireSession`, `notify`. Faults affect that client only.
+ *   `drop`, `partition`/`heal`, `expireSession`, `notify`. Faults affect that client only; `calls`
+ *   lists every backend call it made.
  * - `FencedStore` is a reference storage service that accepts a write only with a fencing token at
  *   least as high as the highest it has seen, and remembers every accepted and rejected write.
  * - `recorder` records who led what, when (per client, from terms), and `checkNoOverlap` checks that
  *   no two terms of a name overlapped in time and that tokens rose.
- * - `advance` moves `TestClock` forward in small steps, so every client's timers and backend calls
- *   run at the right virtual instant.
+ * - `advance` moves `TestClock` forward in steps, so every client's chain of timers and backend calls
+ *   runs at the right virtual instant and has finished when it returns.
+ *
+ * A leader paused past its lease, and the fence that stops it:
  *
  * ```ts
  * import { Effect, Fiber } from "effect"
  * import { SimbaTest } from "simba"
  *
- * const program = Effect.gen(function*() {
- *   const net = yield* SimbaTest.network
- *   const a = yield* SimbaTest.makeClient(net, { leaseDuration: "3 seconds" })
- *   const b = yield* SimbaTest.makeClient(net, { leaseDuration: "3 seconds" })
- *   const store = yield* SimbaTest.FencedStore.make<string>()
+ * it.scoped("a stalled leader cannot write", () =>           // it.scoped provides TestClock
+ *   Effect.gen(function*() {
+ *     const net = yield* SimbaTest.network
+ *     const [a, b] = yield* SimbaTest.makeClients(net, 2, { leaseDuration: "3 seconds" })
+ *     const store = yield* SimbaTest.FencedStore.make<string>()
  *
- *   const termA = yield* a.client.lock("orders")              // a leads
- *   yield* a.faults.pause                                     // a's backend calls hang: it cannot renew
- *   const bWrites = yield* Effect.fork(b.client.withLock("orders", (term) => store.write(term, "b")))
- *   yield* SimbaTest.advance("5 seconds")                     // a's lease runs out, b takes over
- *   yield* Fiber.join(bWrites)                                // true
- *   yield* termA.isValid                                      // false: a knows without any I/O
- *   yield* store.write(termA, "a, late")                      // false: rejected by the fence
- * }).pipe(Effect.scoped)                                      // run under TestClock (it.scoped)
+ *     const termA = yield* a.client.lock("orders")            // a holds the lock
+ *     yield* a.faults.pause()                                 // a stalls: its renewals never arrive
+ *     const bWrites = yield* Effect.fork(b.client.withLock("orders", (term) => store.write(term, "b")))
+ *     yield* SimbaTest.advance("5 seconds")                   // a's lease runs out, b takes over
+ *     expect(yield* Fiber.join(bWrites)).toBe(true)
+ *     expect(yield* termA.isValid).toBe(false)                // a knows without any I/O
+ *     expect(yield* store.write(termA, "a, late")).toBe(false) // and the fence refuses it anyway
+ *   }))
  * ```
  *
- * All delays use Effect's `Clock`, so `TestClock` drives them; with the live clock the kit works the
- * same in real time, over a real server (`networkOver(backend)`).
+ * Your own leader-only code, checked for overlap across clients and faults:
+ *
+ * ```ts
+ * const recorder = yield* SimbaTest.recorder
+ * const clients = yield* SimbaTest.makeClients(net, 3, config)
+ * for (const [i, c] of clients.entries()) {
+ *   yield* Effect.forkScoped(c.client.runWhileLeader("billing", recorder.track(`client-${i}`, billingLoop)))
+ * }
+ * yield* SimbaTest.advance("10 seconds")
+ * yield* clients[0].faults.partition                          // cut the leader off ...
+ * yield* SimbaTest.advance("10 seconds")
+ * yield* recorder.assertNoOverlap                             // ... never two leaders at once
+ * ```
+ *
+ * All delays use Effect's `Clock`, so `TestClock` drives them. With the live clock the kit works the
+ * same in real time (`advance` excepted: it moves `TestClock`), over any backend, a real server
+ * included (`networkOver(backend)`, `faulty(backend)`).
  */
 import * as Arr from "effect/Array"
 import * as Clock from "effect/Clock"
@@ -42,11 +60,12 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Ref from "effect/Ref"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import type { SimbaClient } from "./Client.js"
@@ -119,7 +138,10 @@ export interface Faults {
    * GC or VM pause looks to the rest of the cluster.
    */
   readonly pause: (options?: FaultOptions) => Effect.Effect<void>
-  /** Ends `pause`: delivers the held requests in order, then returns. */
+  /**
+   * Ends `pause`: delivers the held requests in order, then returns (a held request that is also
+   * slowed is sent on its way, to arrive after its latency).
+   */
   readonly resume: Effect.Effect<void>
   /** Adds `latency` to each call (see `SlowOptions`); `slow(0)` removes it. Whole milliseconds. */
   readonly slow: (latency: Duration.DurationInput, options?: SlowOptions) => Effect.Effect<void>
@@ -136,7 +158,13 @@ export interface Faults {
   readonly heal: Effect.Effect<void>
   /**
    * Ends this client's session(s) on the backend now (through `closeSession`, bypassing faults): the
-   * backend forgets it, its next renewal answers `Expired`, its leases are free for others.
+   * backend forgets it, its next renewal (or acquire) answers `Expired`, its leases are free for others.
+   *
+   * This is an *early* loss, as after a failover that lost data or an operator deleting keys: until
+   * its next renewal tells it, the client still holds terms that read valid while another client may
+   * already lead. Only fencing protects that window, and a `recorder` reports the overlap. For a
+   * session that runs out the normal way, cut the client off (`partition`, `pause`) for longer than
+   * the lease instead.
    */
   readonly expireSession: Effect.Effect<void>
   /** Delivers a hint to this client only, as if the backend had pushed it (spurious or duplicate notifications). */
@@ -214,7 +242,9 @@ interface Held {
  */
 export const faulty = (underlying: LeaseBackendService): Effect.Effect<FaultyBackend, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const scope = yield* Effect.scope
+    // Requests travel in fibers of a child scope, opened now: when the enclosing scope closes, the
+    // clients built after this link close first (their last calls still get through), then the link.
+    const scope = yield* Effect.flatMap(Effect.scope, (parent) => Scope.fork(parent, ExecutionStrategy.sequential))
     const rules = yield* Ref.make(healthy)
     const held = yield* Ref.make<ReadonlyArray<Held>>([])
     const log = yield* Ref.make<ReadonlyArray<CallRecord>>([])
@@ -255,7 +285,11 @@ export const faulty = (underlying: LeaseBackendService): Effect.Effect<FaultyBac
         const replyDelay = slowed && r.slow.on === "reply" ? r.slow.latency : 0
         const deliver = Effect.gen(function*() {
           if (gate !== undefined) yield* Deferred.await(gate.open)
-          if (requestDelay > 0) yield* Effect.sleep(Duration.millis(requestDelay))
+          if (requestDelay > 0) {
+            // On the wire: `resume` need not wait for it (it waits for the clock).
+            if (gate !== undefined) yield* Deferred.succeed(gate.delivered, undefined)
+            yield* Effect.sleep(Duration.millis(requestDelay))
+          }
           if ((yield* Ref.get(rules)).partitioned) return // the request is lost
           const exit = yield* Effect.exit(call)
           if (gate !== undefined) yield* Deferred.succeed(gate.delivered, undefined)
@@ -373,16 +407,16 @@ const settle: Effect.Effect<void> = Effect.async<void>((resume) => {
 }).pipe(Effect.repeatN(2))
 
 /**
- * Moves `TestClock` forward by `duration` in steps of `step` (default 50 ms), letting the fibers run
- * between steps, so chains of timers and backend calls (renewal, reply, next renewal) happen at the
- * right virtual instants even when one adjustment covers many of them. Whole milliseconds.
+ * Moves `TestClock` forward by `duration` in steps of `step` (default 250 ms), letting the fibers run
+ * between steps and after the last one, so chains of timers and backend calls (renewal, reply, next
+ * renewal) happen at the right virtual instants and have finished when it returns. Whole milliseconds.
  */
 export const advance = (
   duration: Duration.DurationInput,
   options?: { readonly step?: Duration.DurationInput | undefined }
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
-    const step = Math.max(1, Math.floor(Duration.toMillis(options?.step ?? Duration.millis(50))))
+    const step = Math.max(1, Math.floor(Duration.toMillis(options?.step ?? Duration.millis(250))))
     let left = Math.ceil(Duration.toMillis(duration))
     while (left > 0) {
       const now = Math.min(step, left)

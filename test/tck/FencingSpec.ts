@@ -2,8 +2,8 @@
  * TCK: fencing (SPEC section 11). Tokens strictly increase across terms and clients, a stale release
  * is a no-op, and a fenced resource that remembers the largest token it saw rejects a former holder.
  *
- * This file holds the backend-level part; client-level cases (terms, `withLock`) go in further
- * `describe` blocks registered by `FencingSpec`.
+ * This file holds the backend-level part; the client-level cases (terms, `withLock`, a paused leader
+ * against `SimbaTest.FencedStore`) are `clientFencing` in `ClientCases.ts`, registered here as `client`.
  */
 import { describe, expect } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -20,6 +20,7 @@ import {
   type TckOptions,
   uniqueName
 } from "./TckHarness.js"
+import { clientFencing } from "./ClientCases.js"
 import * as TckHarness from "./TckHarness.js"
 
 export type { TckOptions as FencingSpecOptions } from "./TckHarness.js"
@@ -33,6 +34,7 @@ export const FencingSpec = (
   const tck = TckHarness.make(layer, options)
   describe(`FencingSpec(${name})`, () => {
     describe("backend", () => backendFencing(tck))
+    describe("client", () => clientFencing(tck))
   })
 }
 

@@ -4,6 +4,8 @@
  * `LeaseBackendSpec(name, layer, options)` registers the suites with vitest; every test gets a fresh
  * backend from `layer` and uses unique lease and group names, so it also passes against a server with
  * data left by earlier runs. Each `describe` block is a function of the harness, so more can be added.
+ * The `client` block (`clientCases` in `ClientCases.ts`) runs Simba clients on the backend: start,
+ * restart, guard, multi-contend, leader-only schedule, order of events, with `options.client` timing.
  */
 import { describe, expect } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -27,6 +29,7 @@ import {
   unknownSessionId,
   watchHints
 } from "./TckHarness.js"
+import { clientCases } from "./ClientCases.js"
 import * as TckHarness from "./TckHarness.js"
 
 export type { TckOptions as LeaseBackendSpecOptions } from "./TckHarness.js"
@@ -44,6 +47,7 @@ export const LeaseBackendSpec = (
     describe("tokens", () => tokens(tck))
     describe("groups", () => groups(tck))
     if (tck.hints) describe("hints", () => hints(tck))
+    describe("client", () => clientCases(tck))
   })
 }
 

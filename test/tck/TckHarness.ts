@@ -23,6 +23,9 @@ import {
   LeaseBackend,
   type LeaseBackendService
 } from "../../src/LeaseBackend.js"
+import * as SimbaConfig from "../../src/SimbaConfig.js"
+import type { SimbaConfigInput } from "../../src/SimbaConfig.js"
+import * as SimbaTest from "../../src/SimbaTest.js"
 
 /** How a backend is tested. */
 export interface TckOptions {
@@ -48,6 +51,13 @@ export interface TckOptions {
   readonly expiryGrace?: Duration.DurationInput | undefined
   /** How long to wait for a pushed hint (real time). Default 5 s. */
   readonly hintTimeout?: Duration.DurationInput | undefined
+  /**
+   * Timing of the Simba clients in the client-level cases. Default: `{ leaseDuration: "3 seconds" }`
+   * with virtual time, `{ leaseDuration: ttl }` with real time (keep it short there: 1.5–3 s).
+   */
+  readonly client?: SimbaConfigInput | undefined
+  /** How long the multi-contend case runs. Default 10 lease durations virtual, 8 real. */
+  readonly contendFor?: Duration.DurationInput | undefined
 }
 
 /** What a test body may require: the backend under test and a scope closed when the test ends. */
@@ -68,6 +78,15 @@ export interface Tck {
   readonly test: (name: string, body: TckEffect, timeout?: number) => void
   /** Lets `duration` pass: `TestClock.adjust` (rounded up to whole milliseconds) or a real sleep. */
   readonly sleep: (duration: Duration.DurationInput) => Effect.Effect<void>
+  /** The validated timing of the clients in the client-level cases. */
+  readonly client: SimbaConfig.SimbaConfig
+  /** How long the multi-contend case runs. */
+  readonly contendFor: Duration.Duration
+  /**
+   * Lets `duration` pass with clients running: `SimbaTest.advance` (TestClock in small steps, so
+   * every chain of timers and calls runs at its instant) or a real sleep.
+   */
+  readonly advance: (duration: Duration.DurationInput) => Effect.Effect<void>
 }
 
 export const make = (layer: Layer.Layer<LeaseBackend, unknown>, options: TckOptions): Tck => {
@@ -84,6 +103,12 @@ export const make = (layer: Layer.Layer<LeaseBackend, unknown>, options: TckOpti
     ? Duration.zero
     : Duration.max(Duration.millis(250), Duration.unsafeDivide(ttl, 4))
   const silence = Duration.sum(ttl, expiryGrace)
+  const client = Effect.runSync(
+    SimbaConfig.make(options.client ?? (options.virtualTime ? { leaseDuration: "3 seconds" } : { leaseDuration: ttl }))
+  )
+  const contendFor = options.contendFor !== undefined
+    ? Duration.decode(options.contendFor)
+    : Duration.millis(client.leaseDuration * (options.virtualTime ? 10 : 8))
   // Real-time tests wait a few ttls at most; leave room for slow servers.
   const defaultTimeout = options.virtualTime ? 20_000 : 30_000 + 6 * Duration.toMillis(silence)
   return {
@@ -104,7 +129,10 @@ export const make = (layer: Layer.Layer<LeaseBackend, unknown>, options: TckOpti
     sleep: (duration) =>
       options.virtualTime
         ? TestClock.adjust(Duration.millis(Math.ceil(Duration.toMillis(duration))))
-        : Effect.sleep(duration)
+        : Effect.sleep(duration),
+    client,
+    contendFor,
+    advance: (duration) => options.virtualTime ? SimbaTest.advance(duration) : Effect.sleep(duration)
   }
 }
 
