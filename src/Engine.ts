@@ -49,7 +49,7 @@ export type Response =
 export type ElectionKind = "election" | "lock" | "partition"
 
 export type HintEvent =
-  | { readonly _tag: "Released"; readonly name: string }
+  | { readonly _tag: "Released"; readonly name: string; readonly to?: string | undefined }
   | { readonly _tag: "GroupChanged"; readonly group: string }
 
 export type Event =
@@ -899,6 +899,16 @@ const timer = (s: Step, key: string, id: number): void => {
 
 const hint = (s: Step, h: HintEvent): void => {
   if (h._tag === "Released") {
+    // A name we lead was released by someone else: the backend may have lost our session early
+    // (failover, eviction). Renew now instead of at the next period, so the term ends promptly.
+    for (const e of s.elections.values()) {
+      if (e.name === h.name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
+        renew(s)
+        break
+      }
+    }
+    // Reserved for another session (FIFO hand-off): an acquire now would only be told HeldBy.
+    if (h.to !== undefined && h.to !== s.session.id) return
     for (const e of s.elections.values()) {
       if (e.name !== h.name || e.status !== "CANDIDATE") continue
       if (e.attempt !== undefined) e.hinted = true

@@ -76,8 +76,14 @@ export type JoinReply = "Joined" | "Expired"
 
 /** Pushes from the backend that let a client act before its next poll. */
 export type Hint = Data.TaggedEnum<{
-  /** The lease `name` was released (or its session closed): candidates may try at once. */
-  Released: { readonly name: string }
+  /**
+   * The lease `name` was released (or its session closed, or its holder was found gone): candidates
+   * may try at once. `to`, when present, is the session id the backend reserved the lease for (the
+   * head of its waiter queue, for a fair FIFO hand-off): only that session should try now, the others
+   * would only be told `HeldBy` (and queued) until the reservation is taken or runs out. Absent when
+   * anyone may try (no queue, or a backend without reservations).
+   */
+  Released: { readonly name: string; readonly to?: string | undefined }
   /** The membership of `group` changed. */
   GroupChanged: { readonly group: string }
 }>

@@ -244,7 +244,11 @@ describe("regressions", () => {
         yield* SimbaTest.advance("3 seconds")
         const later = runs.slice(beforeLosses)
         const tokens = later.map((run) => run.token)
-        expect(new Set(tokens).size).toBe(3)
+        // Two new terms, each above the one before the losses (which may or may not run once more
+        // before the client notices: the released hint makes it renew, and so notice, at once).
+        const tokenBefore = runs[beforeLosses - 1]!.token
+        expect(new Set(tokens.filter((token) => token > tokenBefore)).size).toBe(2)
+        expect(tokens.every((token) => token >= tokenBefore)).toBe(true)
         for (let i = 1; i < later.length; i++) {
           expect(later[i]!.token).toBeGreaterThanOrEqual(later[i - 1]!.token)
           if (later[i]!.token === later[i - 1]!.token) expect(later[i]!.at - later[i - 1]!.at).toBe(500)

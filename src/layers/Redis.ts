@@ -13,7 +13,12 @@
  *   token of a name never goes backwards while the data survives (see "persistence" below). A grant
  *   sets `token = token + 1` (`HINCRBY`) and `session`; a release deletes `session` and `expires`
  *   and keeps `token`. `expires` (server epoch ms) is the holder session's expiry as of the grant or
- *   the last renewal: information for operators, decisions look at the session key.
+ *   the last renewal: information for operators, decisions look at the session key. While the lease
+ *   is free and reserved for a waiter (below) it also carries `reserved` (that session's id) and
+ *   `reservedUntil` (server epoch ms).
+ * - `simba:lease:{name}:queue`: the lease's waiter queue, a sorted set of session ids scored by the
+ *   server time they were first refused (same hash slot as the lease); its `PX` is extended to the
+ *   ttl of each waiter that asks, so it vanishes once nobody has asked for a session's lifetime.
  * - `simba:session:{sid}`: the session ("home") key, a string with `PX`; `sid` is 32 lowercase hex
  *   from `node:crypto` `randomBytes` (128 bits). It is never revived: once gone, `keepAlive`,
  *   `acquire` and `join` answer `Expired`.
@@ -27,6 +32,36 @@
  *   connection listens with `PSUBSCRIBE simba:lease:*` and `simba:group:*`.
  *
  * A lease is free when its hash names no session, or when the session it names is gone (takeover).
+ *
+ * ## Waiter queue (fair FIFO hand-off)
+ *
+ * Without it every release would wake every waiting client at once (the `released` hint), each would
+ * send an acquire, one would win at random and the others would have wasted a call each. Instead:
+ *
+ * - an acquire refused because of a live holder (or another session's reservation) adds the
+ *   requester to the queue (`ZADD NX`: a waiter keeps its place when it asks again);
+ * - when the lease becomes free (release, closeSession, or an acquire finding the holder's session
+ *   gone), the first waiter whose session is still alive (on one node its session key, with
+ *   `routeBySlot` its shadow in the lease's slot, not closed; dead ones leave the queue) gets a
+ *   reservation of `reservationMillis` (250 ms) and the release publishes `released:<sid>`, which
+ *   the subscriber turns into `Hint.Released({ name, to: sid })` (clients other than `sid` ignore
+ *   it); a plain `released` (nobody waits; and the message of older versions) is a hint without `to`;
+ * - while the reservation runs, only that session is granted the lease; the others are told
+ *   `HeldBy` with `remaining` = what is left of the reservation, and queued. The grant removes the
+ *   requester from the queue and clears the reservation;
+ * - a reservation that runs out unused (the waiter gave up, or lost the message) drops that waiter
+ *   from the queue; the next acquire (any waiter retries right after `remaining`) reserves the lease
+ *   for the next live waiter and publishes again, or takes it itself when it is the head.
+ *
+ * R = 250 ms: long enough for the message to reach the head's subscriber and its acquire to come back
+ * (a few round trips plus an event-loop stall of a loaded client), short enough that a waiter that
+ * stopped waiting delays the others once, briefly. Safety is unchanged: reservations only decide
+ * *who* among the candidates may take a free lease; tokens, server-time decisions and "never revive"
+ * are exactly as before. An uncontended acquire (free lease, empty queue) stays one script call, and a
+ * release one call. In a cluster a waiter whose only link to the lease's slot is its shadow there
+ * counts as alive while that shadow lives (it is extended by the waiter's own acquires; a renewal
+ * drops a slot where the session holds nothing): a waiter silent for longer than its ttl may be
+ * skipped, and queues again at the back when it next asks.
  *
  * ## Redis Cluster (`routeBySlot`, the default with `cluster`)
  *
@@ -266,6 +301,8 @@ export const slotTag = (slot: number): string => {
 export const keys = (prefix: string = defaultPrefix) => ({
   /** Lease hash, also the channel its releases are published on. */
   lease: (name: string) => `${prefix}:lease:{${name}}`,
+  /** Waiter queue of a lease (sorted set of session ids by server time of arrival), in the lease's slot. */
+  leaseQueue: (name: string) => `${prefix}:lease:{${name}}:queue`,
   /** Group sorted set, also the channel its changes are published on. */
   group: (group: string) => `${prefix}:group:{${group}}`,
   session: (sessionId: string) => `${prefix}:session:{${sessionId}}`,
@@ -287,6 +324,15 @@ interface Script {
   readonly lua: string
   readonly sha: string
 }
+
+/**
+ * How long a freed lease stays reserved for the head of its waiter queue (server ms). Long enough for
+ * the `released` message to reach the head's subscriber and its acquire to come back (a few round
+ * trips, plus an event-loop stall on a loaded client), short enough that a waiter that stopped
+ * waiting (or lost the message) delays the others only briefly.
+ */
+export const reservationMillis = 250
+const RESERVE_MS = reservationMillis
 
 const prelude = `
 if redis.replicate_commands then redis.replicate_commands() end
@@ -328,26 +374,96 @@ local function held_leases(set, sid, lease_prefix, expires)
   end
   return held
 end
--- Release every lease in set that still names sid, publishing each.
-local function release_all(set, sid, lease_prefix)
+-- ---- FIFO hand-off (see "Waiter queue" in the module comment) ----
+-- Sessions are alive while holder_prefix .. sid .. holder_suffix exists; holder_suffix '' means a
+-- per-slot shadow, which is dead too once closeSession marked it closed.
+local closed_marker = '9007199254740992'
+local function alive(hp, sid, hs)
+  local key = hp .. sid .. hs
+  if redis.call('EXISTS', key) == 0 then return false end
+  return hs ~= '' or redis.call('HGET', key, 'closed') ~= closed_marker
+end
+-- The first live waiter of queue q (dead ones leave it), or nil.
+local function next_waiter(q, hp, hs)
+  while true do
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    if not head then return nil end
+    if alive(hp, head, hs) then return head end
+    redis.call('ZREM', q, head)
+  end
+end
+-- Reserve the free lease lk for sid until now + RESERVE_MS and tell it ('released:<sid>').
+local function reserve(lk, sid, now)
+  redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${RESERVE_MS})
+  redis.call('PUBLISH', lk, 'released:' .. sid)
+end
+-- lk was held (so carries no reservation: a grant clears it) and just became free: reserve it for
+-- the first live waiter, or publish a plain 'released' when nobody waits.
+local function hand_off(lk, q, hp, hs)
+  local head = next_waiter(q, hp, hs)
+  if head then
+    reserve(lk, head, now_ms())
+  else
+    redis.call('PUBLISH', lk, 'released')
+  end
+end
+-- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
+local function wait_in(q, sid, now, own)
+  redis.call('ZADD', q, 'NX', now, sid)
+  extend(q, own)
+end
+-- Release every lease in set that still names sid, handing each off.
+local function release_all(set, sid, lease_prefix, hp, hs)
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
     if redis.call('HGET', lk, 'session') == sid then
       redis.call('HDEL', lk, 'session', 'expires')
-      redis.call('PUBLISH', lk, 'released')
+      hand_off(lk, lk .. ':queue', hp, hs)
     end
   end
 end
--- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it.
--- Holders are alive while holder_prefix .. holder .. holder_suffix exists.
-local function acquire(lk, set, sid, name, own, holder_prefix, holder_suffix)
-  local h = redis.call('HMGET', lk, 'session', 'token')
-  if h[1] and h[1] ~= sid then
-    local left = redis.call('PTTL', holder_prefix .. h[1] .. holder_suffix)
-    if left ~= -2 then return {'held', h[2] or '', left} end
+-- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it or it
+-- is reserved for another live waiter; a refused sid joins the queue q.
+local function acquire(lk, q, set, sid, name, own, hp, hs)
+  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil')
+  local now = now_ms()
+  if h[1] ~= sid then
+    if h[1] then
+      local left = redis.call('PTTL', hp .. h[1] .. hs)
+      if left ~= -2 then
+        wait_in(q, sid, now, own)
+        return {'held', h[2] or '', left}
+      end
+      -- Takeover: the holder's session is gone, the lease is free.
+      redis.call('HDEL', lk, 'session', 'expires')
+    end
+    -- Free: who may take it?
+    local head, untill = nil, 0
+    if h[3] and tonumber(h[4]) > now and alive(hp, h[3], hs) then
+      head, untill = h[3], tonumber(h[4])
+    else
+      -- No reservation, or one that ran out unused (that waiter stopped waiting: drop it).
+      if h[3] then
+        redis.call('ZREM', q, h[3])
+        redis.call('HDEL', lk, 'reserved', 'reservedUntil')
+      end
+      head = next_waiter(q, hp, hs)
+      if head and head ~= sid then
+        reserve(lk, head, now)
+        untill = now + ${RESERVE_MS}
+      end
+    end
+    if head and head ~= sid then
+      wait_in(q, sid, now, own)
+      return {'held', h[2] or '', math.max(untill - now, 1)}
+    end
+    redis.call('HINCRBY', lk, 'token', 1)
+    if head then
+      redis.call('ZREM', q, sid)
+      redis.call('HDEL', lk, 'reserved', 'reservedUntil')
+    end
   end
-  if h[1] ~= sid then redis.call('HINCRBY', lk, 'token', 1) end
-  redis.call('HSET', lk, 'session', sid, 'expires', now_ms() + own)
+  redis.call('HSET', lk, 'session', sid, 'expires', now + own)
   redis.call('SADD', set, name)
   extend(set, own)
   return {'granted', redis.call('HGET', lk, 'token')}
@@ -368,7 +484,7 @@ if not redis.call('SET', KEYS[1], '0', 'PX', ARGV[1], 'NX') then return {'exists
 return {'ok', redis.call('PTTL', KEYS[1])}
 `
   ),
-  // KEYS: lease, leases set. ARGV: sid, token, name.
+  // KEYS: lease, leases set, lease queue. ARGV: sid, token, name, holder prefix, holder suffix.
   release: script(
     "release",
     `
@@ -376,7 +492,7 @@ local h = redis.call('HMGET', KEYS[1], 'session', 'token')
 if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], 'session', 'expires')
 redis.call('SREM', KEYS[2], ARGV[3])
-redis.call('PUBLISH', KEYS[1], 'released')
+hand_off(KEYS[1], KEYS[3], ARGV[4], ARGV[5])
 return 1
 `
   ),
@@ -409,20 +525,20 @@ end
 return {'live', rem, leases, groups}
 `
   ),
-  // KEYS: lease, home, home:leases. ARGV: sid, name, holder prefix, holder suffix.
+  // KEYS: lease, home, home:leases, lease queue. ARGV: sid, name, holder prefix, holder suffix.
   acquire: script(
     "acquire",
     `
 local own = redis.call('PTTL', KEYS[2])
 if own == -2 then return {'expired'} end
-return acquire(KEYS[1], KEYS[3], ARGV[1], ARGV[2], own, ARGV[3], ARGV[4])
+return acquire(KEYS[1], KEYS[4], KEYS[3], ARGV[1], ARGV[2], own, ARGV[3], ARGV[4])
 `
   ),
-  // KEYS: home, home:leases, home:groups. ARGV: sid, lease prefix, group prefix.
+  // KEYS: home, home:leases, home:groups. ARGV: sid, lease prefix, group prefix, holder prefix, holder suffix.
   close: script(
     "close",
     `
-release_all(KEYS[2], ARGV[1], ARGV[2])
+release_all(KEYS[2], ARGV[1], ARGV[2], ARGV[4], ARGV[5])
 for _, g in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   local gk = ARGV[3] .. g .. '}'
   if redis.call('ZREM', gk, ARGV[1]) == 1 then redis.call('PUBLISH', gk, 'left') end
@@ -469,7 +585,7 @@ extend(KEYS[2], own)
 return {'ok', own, seq}
 `
   ),
-  // KEYS: lease, shadow, shadow:leases. ARGV: sid, name, holder prefix, holder suffix, seq, own.
+  // KEYS: lease, shadow, shadow:leases, lease queue. ARGV: sid, name, holder prefix, holder suffix, seq, own.
   slotAcquire: script(
     "slotAcquire",
     `
@@ -478,7 +594,7 @@ local st = redis.call('HMGET', KEYS[2], 'gen', 'closed')
 if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
 if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', KEYS[2], 'gen', seq) end
 extend(KEYS[2], tonumber(ARGV[6]))
-return acquire(KEYS[1], KEYS[3], ARGV[1], ARGV[2], redis.call('PTTL', KEYS[2]), ARGV[3], ARGV[4])
+return acquire(KEYS[1], KEYS[4], KEYS[3], ARGV[1], ARGV[2], redis.call('PTTL', KEYS[2]), ARGV[3], ARGV[4])
 `
   ),
   // KEYS: home, home:slots, home:groups. ARGV: ttl.
@@ -554,16 +670,17 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return {left, slots, groups}
 `
   ),
-  // KEYS: shadow, shadow:leases, group... ARGV: sid, lease prefix, leases here ('1' or ''), home's PTTL.
+  // KEYS: shadow, shadow:leases, group... ARGV: sid, lease prefix, leases here ('1' or ''), home's PTTL,
+  // shadow prefix of this slot.
   slotClose: script(
     "slotClose",
     `
 local sid = ARGV[1]
 if ARGV[3] ~= '' then
-  release_all(KEYS[2], sid, ARGV[2])
+  release_all(KEYS[2], sid, ARGV[2], ARGV[5], '')
   redis.call('DEL', KEYS[2])
   -- Stays as a closed marker, so a grant still on the way cannot recreate it.
-  redis.call('HSET', KEYS[1], 'closed', '9007199254740992')
+  redis.call('HSET', KEYS[1], 'closed', closed_marker)
   extend(KEYS[1], math.max(tonumber(ARGV[4]), 1))
 end
 for i = 3, #KEYS do
@@ -857,7 +974,10 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
     const onMessage = (_pattern: string, channel: string, message: string) => {
       if (!channel.endsWith("}")) return
       if (channel.startsWith(leaseHead)) {
-        if (message === "released") publishHint(Hint.Released({ name: channel.slice(leaseHead.length, -1) }))
+        const name = channel.slice(leaseHead.length, -1)
+        // `released:<sid>`: reserved for that session (FIFO hand-off); plain `released`: anyone may try.
+        if (message === "released") publishHint(Hint.Released({ name }))
+        else if (message.startsWith("released:")) publishHint(Hint.Released({ name, to: message.slice(9) }))
       } else if (channel.startsWith(groupHead)) {
         publishHint(Hint.GroupChanged({ group: channel.slice(groupHead.length, -1) }))
       }
@@ -989,7 +1109,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
             "closeSession",
             scripts.close,
             [k.session(sessionId), k.sessionLeases(sessionId), k.sessionGroups(sessionId)],
-            [sessionId, leasePrefix, groupPrefix],
+            [sessionId, leasePrefix, groupPrefix, holderPrefix, "}"],
             Count
           ).pipe(Effect.asVoid)
           : Effect.void,
@@ -1000,7 +1120,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
           const reply = yield* run(
             "acquire",
             scripts.acquire,
-            [k.lease(name), k.session(sessionId), k.sessionLeases(sessionId)],
+            [k.lease(name), k.session(sessionId), k.sessionLeases(sessionId), k.leaseQueue(name)],
             [sessionId, name, holderPrefix, "}"],
             AcquireResult
           )
@@ -1015,8 +1135,8 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
           yield* run(
             "release",
             scripts.release,
-            [k.lease(name), k.sessionLeases(sessionId)],
-            [sessionId, token.toString(), name],
+            [k.lease(name), k.sessionLeases(sessionId), k.leaseQueue(name)],
+            [sessionId, token.toString(), name, holderPrefix, "}"],
             Count
           )
         }),
@@ -1117,7 +1237,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
             work.map((w) => ({
               script: scripts.slotClose,
               keys: [k.shadow(w.tag, sessionId), k.shadowLeases(w.tag, sessionId), ...w.groups.map(k.group)],
-              args: [sessionId, leasePrefix, w.seq === "" ? "" : "1", Math.max(left, 1)]
+              args: [sessionId, leasePrefix, w.seq === "" ? "" : "1", Math.max(left, 1), k.shadow(w.tag, "")]
             })),
             Count
           )
@@ -1140,7 +1260,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
             const reply = yield* run(
               "acquire",
               scripts.slotAcquire,
-              [k.lease(name), k.shadow(tag, sessionId), k.shadowLeases(tag, sessionId)],
+              [k.lease(name), k.shadow(tag, sessionId), k.shadowLeases(tag, sessionId), k.leaseQueue(name)],
               [sessionId, name, k.shadow(tag, ""), "", home[2], home[1]],
               AcquireResult
             )
@@ -1157,8 +1277,8 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
           yield* run(
             "release",
             scripts.release,
-            [k.lease(name), k.shadowLeases(tag, sessionId)],
-            [sessionId, token.toString(), name],
+            [k.lease(name), k.shadowLeases(tag, sessionId), k.leaseQueue(name)],
+            [sessionId, token.toString(), name, k.shadow(tag, ""), ""],
             Count
           )
         }),

@@ -186,10 +186,10 @@ describe("Engine: Candidate -> Candidate (HeldBy, retry, hint)", () => {
     expect(d.armed.has("retry:1")).toBe(true)
   })
 
-  it("a released hint does nothing for a leader", () => {
+  it("a released hint for a name we lead only makes the session renew at once (no acquire, no revocation)", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    expect(d.send(released("a"), 10)).toEqual([])
+    expect(shows(d.send(released("a"), 10))).toEqual(["Call KeepAlive s1"])
   })
 
   it("a stale retry timer (replaced or cancelled) is ignored: at most one acquire in flight (rule 6)", () => {

@@ -1,0 +1,166 @@
+/**
+ * The FIFO hand-off of the Redis backend, at the SPI level, on the real servers in every mode: a
+ * refused acquire queues the session; a freed lease is reserved for the first live waiter (for
+ * `reservationMillis`) and the `released` hint names it; dead waiters are skipped; a reservation not
+ * taken in time passes to the next waiter. Real time, short ttl, unique names per test.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { AcquireReply, Hint } from "../../src/LeaseBackend.js"
+import * as RedisBackend from "../../src/layers/Redis.js"
+import { modes, rawClient, uniqueName, watchHints } from "./RedisServers.js"
+
+const ttl = Duration.millis(3000)
+const k = RedisBackend.keys()
+const R = RedisBackend.reservationMillis
+
+const granted = (reply: AcquireReply): bigint => {
+  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
+  return reply.token
+}
+const heldBy = (reply: AcquireReply) => {
+  if (reply._tag !== "HeldBy") expect.fail(`expected HeldBy, got ${reply._tag}`)
+  return reply
+}
+const releasedOf = (name: string) => (hint: Hint): hint is Extract<Hint, { _tag: "Released" }> =>
+  hint._tag === "Released" && hint.name === name
+
+for (const mode of modes) {
+  describe(`Redis FIFO hand-off, ${mode.label}`, () => {
+    const make = () => RedisBackend.make(mode.options)
+
+    /** Opens `n` sessions and queues them, in order, behind `holder` on `name` (distinct arrival ms). */
+    const queue = (b: Effect.Effect.Success<ReturnType<typeof make>>, name: string, n: number) =>
+      Effect.forEach(Array.from({ length: n }), () =>
+        Effect.gen(function*() {
+          const { sessionId } = yield* b.openSession(ttl)
+          heldBy(yield* b.acquire(sessionId, name))
+          yield* Effect.sleep(Duration.millis(3))
+          return sessionId
+        }))
+
+    it.scopedLive("an uncontended acquire grants at once and leaves no queue or reservation behind", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const name = uniqueName("solo")
+        const { sessionId } = yield* b.openSession(ttl)
+        const token = granted(yield* b.acquire(sessionId, name))
+        expect(Object.keys(yield* Effect.promise(() => raw.hgetall(k.lease(name)))).sort()).toEqual([
+          "expires",
+          "session",
+          "token"
+        ])
+        yield* b.release(sessionId, name, token)
+        expect(yield* Effect.promise(() => raw.exists(k.leaseQueue(name)))).toBe(0)
+        expect(yield* Effect.promise(() => raw.hget(k.lease(name), "reserved"))).toBeNull()
+        granted(yield* b.acquire(sessionId, name))
+        yield* b.closeSession(sessionId)
+      }))
+
+    it.scopedLive("waiters are granted in arrival order; the released hint names the head only", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("fifo")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        let token = granted(yield* b.acquire(holder, name))
+        const waiters = yield* queue(b, name, 4)
+        expect(yield* Effect.promise(() => raw.zrange(k.leaseQueue(name), 0, -1))).toEqual(waiters)
+        let owner = holder
+        const order: Array<string> = []
+        for (let i = 0; i < waiters.length; i++) {
+          const before = (yield* watch.seen).length
+          yield* b.release(owner, name, token)
+          // The hint is reserved for the head, and only for it.
+          yield* watch.awaitSeen((hints) => hints.slice(before).some(releasedOf(name)))
+          const hints = (yield* watch.seen).slice(before).filter(releasedOf(name))
+          expect(hints.map((h) => h.to)).toEqual([waiters[i]])
+          // Everyone else is refused (and keeps its place), for at most the reservation.
+          for (const other of waiters.slice(i + 1)) {
+            const reply = heldBy(yield* b.acquire(other, name))
+            expect(Duration.toMillis(reply.remaining!)).toBeLessThanOrEqual(R)
+          }
+          heldBy(yield* b.acquire(owner, name)) // the former owner queues behind the rest
+          token = granted(yield* b.acquire(waiters[i]!, name))
+          order.push(waiters[i]!)
+          owner = waiters[i]!
+        }
+        expect(order).toEqual(waiters)
+        // The former holder queued first among the re-askers: it is next.
+        yield* b.release(owner, name, token)
+        yield* watch.await((h) => releasedOf(name)(h) && h.to === holder)
+        granted(yield* b.acquire(holder, name))
+        for (const sid of [holder, ...waiters]) yield* b.closeSession(sid)
+      }))
+
+    it.scopedLive("a plain `released` message is a hint without `to`", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("plain")
+        yield* Effect.promise(() => raw.publish(k.lease(name), "released"))
+        yield* watch.await((h) => releasedOf(name)(h) && h.to === undefined)
+      }))
+
+    it.scopedLive("a dead head (closed session) is skipped", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("dead-head")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        const [first, second, third] = yield* queue(b, name, 3)
+        yield* b.closeSession(first!)
+        yield* b.release(holder, name, token)
+        yield* watch.await((h) => releasedOf(name)(h) && h.to === second)
+        heldBy(yield* b.acquire(third!, name))
+        granted(yield* b.acquire(second!, name))
+        expect(yield* Effect.promise(() => raw.zrange(k.leaseQueue(name), 0, -1))).toEqual([third])
+        for (const sid of [holder, second!, third!]) yield* b.closeSession(sid)
+      }))
+
+    it.scopedLive("a reservation not taken within the reservation time passes to the next waiter", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("unused")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        const [idle, next, last] = yield* queue(b, name, 3)
+        yield* b.release(holder, name, token)
+        yield* watch.await((h) => releasedOf(name)(h) && h.to === idle)
+        const refused = heldBy(yield* b.acquire(last!, name))
+        yield* Effect.sleep(Duration.millis(Duration.toMillis(refused.remaining!) + 30))
+        // `idle` never came: the next acquire drops it and reserves the lease for `next`.
+        heldBy(yield* b.acquire(last!, name))
+        yield* watch.await((h) => releasedOf(name)(h) && h.to === next)
+        granted(yield* b.acquire(next!, name))
+        // `idle` lost its place: it queues again, behind `last`.
+        heldBy(yield* b.acquire(idle!, name))
+        expect(yield* Effect.promise(() => raw.zrange(k.leaseQueue(name), 0, -1))).toEqual([last, idle])
+        for (const sid of [holder, idle!, next!, last!]) yield* b.closeSession(sid)
+      }))
+
+    it.scopedLive("a takeover (holder's session gone) reserves the lease for the head", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("takeover")
+        const holder = (yield* b.openSession(Duration.millis(400))).sessionId
+        granted(yield* b.acquire(holder, name))
+        const [head, tail] = yield* queue(b, name, 2)
+        yield* Effect.sleep(Duration.millis(600)) // the holder's session expires (and its shadow)
+        heldBy(yield* b.acquire(tail!, name))
+        yield* watch.await((h) => releasedOf(name)(h) && h.to === head)
+        granted(yield* b.acquire(head!, name))
+        for (const sid of [head!, tail!]) yield* b.closeSession(sid)
+      }))
+  })
+}
