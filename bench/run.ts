@@ -1,0 +1,359 @@
+/**
+ * `npm run bench`: Simba beside `@sesamecare-oss/redlock` and `redis-semaphore` (`Mutex`) on the
+ * Redis at 127.0.0.1:6379 (`BENCH_REDIS_URL` to point elsewhere), then the engine's own figures.
+ * Prints a table and writes `bench/results.json`: one row per metric,
+ * `{ bench, metric, unit, simba, redlock, redisSemaphore, floor }`, `null` where one does not apply.
+ *
+ * Sections (see `redis.ts` for the settings and `util.ts` for how commands are counted):
+ * - floor: PING, EVAL of `return 1`, and the least a push handover can cost on this machine;
+ * - uncontended: acquire + release on a fresh name, 2,000 sequential runs after 1,000 warm-up runs
+ *   (Simba: after its warm-up on other clients, see `uncontendedSimba`);
+ * - contended: 8 contenders (8 clients) on one name, each taking the lock, ~1 ms of work
+ *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
+ * - renew: one client holding 1,000 leases, 10 s window;
+ * - handover: a holder releases while one contender waits (50 times, after 5 warm-up);
+ * - engine: `Engine.step` events per second; heap per idle election.
+ *
+ * Keys and connection names start with `bench-<random>`; the keys are deleted at the end.
+ */
+import { writeFileSync } from "node:fs"
+import { loadavg } from "node:os"
+import { fileURLToPath } from "node:url"
+import * as EngineBench from "./engine.js"
+import * as R from "./redis.js"
+import { deleteKeys, installRoundTripCounter, newRedis, quit, randomHex, redisUrl, serverCommands, serverDelta, sleep } from "./util.js"
+
+interface Row {
+  readonly bench: string
+  readonly metric: string
+  readonly unit: string
+  readonly simba: number | null
+  readonly redlock: number | null
+  readonly redisSemaphore: number | null
+  readonly floor: number | null
+}
+
+const rows: Array<Row> = []
+const row = (
+  bench: string,
+  metric: string,
+  unit: string,
+  values: { simba?: number | null; redlock?: number | null; redisSemaphore?: number | null; floor?: number | null }
+) => {
+  const clean = (x: number | null | undefined) => (x === undefined || x === null || !Number.isFinite(x) ? null : x)
+  rows.push({
+    bench,
+    metric,
+    unit,
+    simba: clean(values.simba),
+    redlock: clean(values.redlock),
+    redisSemaphore: clean(values.redisSemaphore),
+    floor: clean(values.floor)
+  })
+}
+
+const log = (line: string) => process.stderr.write(`bench: ${line}\n`)
+const us = (ms: number) => ms * 1000
+const round = (x: number | null): string => {
+  if (x === null) return "—"
+  const a = Math.abs(x)
+  if (a >= 1000) return Math.round(x).toLocaleString("en-US")
+  if (a >= 100) return x.toFixed(0)
+  if (a >= 10) return x.toFixed(1)
+  if (a >= 1) return x.toFixed(2)
+  return x.toFixed(3)
+}
+
+const printTable = () => {
+  const header = ["bench", "metric", "unit", "simba", "redlock", "redis-semaphore", "floor"]
+  const body = rows.map((r) => [r.bench, r.metric, r.unit, round(r.simba), round(r.redlock), round(r.redisSemaphore), round(r.floor)])
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) =>
+    cells.map((c, i) => (i >= 3 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join("  ")
+  console.log(line(header))
+  console.log(widths.map((w) => "-".repeat(w)).join("  "))
+  for (const b of body) console.log(line(b))
+}
+
+const main = async () => {
+  installRoundTripCounter()
+  const prefix = `bench-${randomHex(4)}`
+  const monitor = await newRedis(`${prefix}-monitor`)
+  const ctx: R.Context = { prefix, monitor, log }
+  const started = Date.now()
+  const notes: Array<string> = []
+  const version = /redis_version:(\S+)/.exec(await monitor.info("server"))?.[1] ?? "?"
+  log(`Redis ${version} at ${redisUrl}, Node ${process.version}, key prefix ${prefix}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+
+  /** Commands/s other clients make the server run while we do nothing (this bench's counts include them). */
+  const background = async () => {
+    const before = await serverCommands(monitor)
+    await sleep(1000)
+    return serverDelta(before, await serverCommands(monitor))
+  }
+
+  /**
+   * Runs a section with a server-counted window; if other clients ran scripts on the server during
+   * it (their commands would be counted as ours), runs it once more, and flags it if that happens again.
+   */
+  const isolated = async <A extends { readonly foreignScripts: number }>(label: string, run: () => Promise<A>): Promise<A> => {
+    let result = await run()
+    if (result.foreignScripts > 0) {
+      log(`${label}: other clients ran ${result.foreignScripts} scripts on the server during the window; measuring again`)
+      result = await run()
+    }
+    if (result.foreignScripts > 0) {
+      notes.push(`${label}: server-side counts include ${result.foreignScripts} scripts run by other clients (client-side round trips do not)`)
+    }
+    return result
+  }
+
+  try {
+    const backgroundBefore = await background()
+    log(`background traffic from other clients: ${backgroundBefore} commands/s`)
+
+    // ---- floor ----
+    log("floor")
+    const floor = await R.floor(ctx)
+    const evalMedian = R.summary.median(floor.eval)
+    row("floor", "PING round trip, median", "µs", { floor: us(R.summary.median(floor.ping)) })
+    row("floor", "PING round trip, p99", "µs", { floor: us(R.summary.p99(floor.ping)) })
+    row("floor", "EVAL `return 1`, median", "µs", { floor: us(evalMedian) })
+    row("floor", "EVAL `return 1`, p99", "µs", { floor: us(R.summary.p99(floor.eval)) })
+    row("floor", "push handover (EVAL that PUBLISHes → subscriber → EVAL), median", "ms", {
+      floor: R.summary.median(floor.pushHandover)
+    })
+    row("floor", "push handover (EVAL that PUBLISHes → subscriber → EVAL), p90", "ms", {
+      floor: R.summary.p90(floor.pushHandover)
+    })
+
+    // ---- uncontended ----
+    log("uncontended: simba")
+    const uSimba = await R.uncontendedSimba(ctx)
+    log("uncontended: redlock")
+    const uRedlock = await R.uncontendedPeer(ctx, "redlock")
+    log("uncontended: redis-semaphore")
+    const uMutex = await R.uncontendedPeer(ctx, "redisSemaphore")
+    row("uncontended", "acquire + release on a fresh name, median (2,000 runs)", "µs", {
+      simba: us(R.summary.median(uSimba.samples)),
+      redlock: us(R.summary.median(uRedlock.samples)),
+      redisSemaphore: us(R.summary.median(uMutex.samples)),
+      floor: us(2 * evalMedian)
+    })
+    row("uncontended", "acquire + release on a fresh name, p99 (2,000 runs)", "µs", {
+      simba: us(R.summary.p99(uSimba.samples)),
+      redlock: us(R.summary.p99(uRedlock.samples)),
+      redisSemaphore: us(R.summary.p99(uMutex.samples))
+    })
+    row("uncontended", "Simba withLock on one name reused, own client (diagnostic: no per-name growth), median", "µs", {
+      simba: us(R.summary.median(uSimba.sameName)),
+      floor: us(2 * evalMedian)
+    })
+    row("uncontended", "Simba LeaseBackend alone (acquire + release, no client/engine), median", "µs", {
+      simba: us(R.summary.median(uSimba.backendOnly)),
+      floor: us(2 * evalMedian)
+    })
+    row("uncontended", "Simba LeaseBackend alone (acquire + release, no client/engine), p99", "µs", {
+      simba: us(R.summary.p99(uSimba.backendOnly))
+    })
+    row("uncontended", "process CPU time per acquire + release (user + system)", "µs", {
+      simba: us(uSimba.cpuPerPair),
+      redlock: us(uRedlock.cpuPerPair),
+      redisSemaphore: us(uMutex.cpuPerPair)
+    })
+    row("uncontended", "Simba LeaseBackend alone, process CPU time per acquire + release", "µs", {
+      simba: us(uSimba.backendOnlyCpuPerPair)
+    })
+    row("uncontended", "Redis commands per acquire + release (server count, in-script commands included)", "commands", {
+      simba: uSimba.commandsPerPair,
+      redlock: uRedlock.commandsPerPair,
+      redisSemaphore: uMutex.commandsPerPair
+    })
+
+    // ---- contended ----
+    log("contended: simba (11 s)")
+    const cSimba = await isolated("contended simba", () => R.contendedSimba(ctx, uSimba))
+    const contended: Record<R.Tuning, Record<R.PeerKind, R.ContendedResult>> = {} as never
+    for (const tuning of ["defaults", "tuned"] as const) {
+      contended[tuning] = {} as never
+      for (const kind of ["redlock", "redisSemaphore"] as const) {
+        log(`contended: ${kind} ${tuning} (11 s)`)
+        contended[tuning][kind] = await isolated(
+          `contended ${kind} ${tuning}`,
+          () => R.contendedPeer(ctx, kind, tuning, kind === "redlock" ? uRedlock : uMutex)
+        )
+      }
+    }
+    for (const tuning of ["defaults", "tuned"] as const) {
+      const peers = contended[tuning]
+      const suffix = tuning === "defaults" ? " (peers at defaults)" : " (peers tuned)"
+      const c = (f: (r: R.ContendedResult) => number) => ({
+        simba: f(cSimba),
+        redlock: f(peers.redlock),
+        redisSemaphore: f(peers.redisSemaphore)
+      })
+      row("contended", `critical sections/s, 8 contenders${suffix}`, "1/s", c((r) => r.sectionsPerSecond))
+      row("contended", `fairness, Jain's index of per-contender counts${suffix}`, "index", c((r) => r.fairness))
+      row("contended", `longest single wait${suffix}`, "ms", c((r) => r.longestWaitMs))
+      row("contended", `waiter load, Redis commands/s (server count − pairs − renewals)${suffix}`, "1/s", c((r) => r.waiterCommandsPerSecond))
+      row("contended", `waiter load, round trips/s (client count − 2 per pair − renewals)${suffix}`, "1/s", c((r) => r.waiterRoundTripsPerSecond))
+      row("contended", `waiter round trips per critical section${suffix}`, "round trips", c((r) => r.waiterRoundTripsPerSecond / r.sectionsPerSecond))
+    }
+    row("contended", "session renewals of the 8 clients, Redis commands/s (not in the waiter load)", "1/s", {
+      simba: cSimba.sessionCommandsPerSecond,
+      redlock: 0,
+      redisSemaphore: 0
+    })
+    const perContender = (r: R.ContendedResult) => `[${r.perContender.join(" ")}]`
+    notes.push(
+      `contended per-contender sections: simba ${perContender(cSimba)}; ` +
+        (["defaults", "tuned"] as const).map((t) =>
+          `redlock ${t} ${perContender(contended[t].redlock)}, redis-semaphore ${t} ${perContender(contended[t].redisSemaphore)}`
+        ).join("; ")
+    )
+
+    // ---- renew ----
+    log("renew: simba (~12 s)")
+    const rSimba = await isolated("renew simba", () => R.renewSimba(ctx))
+    log("renew: redlock (~14 s)")
+    const rRedlock = await isolated("renew redlock", () => R.renewPeer(ctx, "redlock"))
+    log("renew: redis-semaphore (~14 s)")
+    const rMutex = await isolated("renew redis-semaphore", () => R.renewPeer(ctx, "redisSemaphore"))
+    const rr = (f: (r: R.RenewResult) => number) => ({ simba: f(rSimba), redlock: f(rRedlock), redisSemaphore: f(rMutex) })
+    row("renew", "round trips/s to keep 1,000 leases held (client count, 10 s idle)", "1/s", { ...rr((r) => r.roundTripsPerSecond) })
+    row("renew", "round trips per renewal period (Simba: renewInterval; peers: their refresh period)", "round trips", {
+      ...rr((r) => r.roundTripsPerPeriod),
+      floor: 1
+    })
+    row("renew", "renewal period of a lease", "ms", rr((r) => r.periodMs))
+    row("renew", "Redis commands/s to keep 1,000 leases (server count, in-script commands included)", "1/s", rr((r) => r.serverCommandsPerSecond))
+    row("renew", "leases still held at the end of the window", "leases", rr((r) => r.heldAtEnd))
+
+    // ---- handover ----
+    log("handover: simba")
+    const hSimba = await R.handoverSimba(ctx)
+    const handover: Record<R.Tuning, Record<R.PeerKind, R.HandoverResult>> = {} as never
+    for (const tuning of ["defaults", "tuned"] as const) {
+      handover[tuning] = {} as never
+      for (const kind of ["redlock", "redisSemaphore"] as const) {
+        log(`handover: ${kind} ${tuning}`)
+        handover[tuning][kind] = await R.handoverPeer(ctx, kind, tuning)
+      }
+    }
+    for (const tuning of ["defaults", "tuned"] as const) {
+      const peers = handover[tuning]
+      const suffix = tuning === "defaults" ? " (peers at defaults)" : " (peers tuned)"
+      const h = (f: (r: R.HandoverResult) => number) => ({
+        simba: f(hSimba),
+        redlock: f(peers.redlock),
+        redisSemaphore: f(peers.redisSemaphore)
+      })
+      row("handover", `release → waiter holds, median of 50${suffix}`, "ms", {
+        ...h((r) => R.summary.median(r.samples)),
+        floor: R.summary.median(floor.pushHandover)
+      })
+      row("handover", `release → waiter holds, p90 of 50${suffix}`, "ms", {
+        ...h((r) => R.summary.p90(r.samples)),
+        floor: R.summary.p90(floor.pushHandover)
+      })
+      row("handover", `waiter round trips/s while waiting${suffix}`, "1/s", h((r) => r.waiterRoundTripsPerSecond))
+      row("handover", `waiter round trips per handover (waits of 10–40 ms)${suffix}`, "round trips", h((r) => r.waiterRoundTripsPerHandover))
+    }
+    row("handover", "Simba: release → its `released` PUBLISH heard by a plain subscriber (release ran in Redis), median", "ms", {
+      simba: R.summary.median(hSimba.releasedInRedis ?? [])
+    })
+
+    // ---- engine ----
+    log("engine: events/s")
+    const e10 = EngineBench.eventsPerSecond(10, 30_000)
+    const e1000 = EngineBench.eventsPerSecond(1000, 3_000)
+    row("engine", "Engine.step events/s, 10 elections in the state", "1/s", { simba: e10.eventsPerSecond })
+    row("engine", "Engine.step events/s, 1,000 elections in the state", "1/s", { simba: e1000.eventsPerSecond })
+    log("engine: heap per idle election")
+    const heap = await EngineBench.heapPerElection(1000)
+    row("engine", `heap per idle election, leader (memory backend, ${heap.elections} elections)`, "bytes", {
+      simba: heap.bytesPerLeader
+    })
+    row("engine", `heap per idle election, waiting candidate (memory backend, ${heap.elections} elections)`, "bytes", {
+      simba: heap.bytesPerCandidate
+    })
+
+    const backgroundAfter = await background()
+    log(`background traffic from other clients: ${backgroundAfter} commands/s`)
+
+    // ---- output ----
+    const out = fileURLToPath(new URL("./results.json", import.meta.url))
+    writeFileSync(out, `${JSON.stringify(rows, null, 2)}\n`)
+    console.log()
+    printTable()
+    console.log()
+    const fasterPeer = (a: number, b: number) => Math.min(a, b)
+    const uFast = fasterPeer(R.summary.median(uRedlock.samples), R.summary.median(uMutex.samples))
+    const uRatio = R.summary.median(uSimba.samples) / uFast
+    const cBest = Math.max(
+      contended.defaults.redlock.sectionsPerSecond,
+      contended.defaults.redisSemaphore.sectionsPerSecond,
+      contended.tuned.redlock.sectionsPerSecond,
+      contended.tuned.redisSemaphore.sectionsPerSecond
+    )
+    const cBestDefaults = Math.max(contended.defaults.redlock.sectionsPerSecond, contended.defaults.redisSemaphore.sectionsPerSecond)
+    const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
+    const renewPerInterval = rSimba.roundTripsPerPeriod
+    const handoverMedian = R.summary.median(hSimba.samples)
+    console.log("Targets (issue 4):")
+    console.log(`  uncontended median within 1.2× of the faster peer: ${uRatio.toFixed(2)}× → ${verdict(uRatio <= 1.2)}`)
+    console.log(
+      `  contended throughput ≥ 0.9× the faster peer: ${(cSimba.sectionsPerSecond / cBestDefaults).toFixed(2)}× of the faster peer at defaults, ` +
+        `${(cSimba.sectionsPerSecond / cBest).toFixed(2)}× of the faster peer at any setting → ${verdict(cSimba.sectionsPerSecond >= 0.9 * cBest)}`
+    )
+    console.log(`  contended longest wait < 300 ms: ${cSimba.longestWaitMs.toFixed(1)} ms → ${verdict(cSimba.longestWaitMs < 300)}`)
+    console.log(
+      `  contended waiter load < 50 commands/s: ${cSimba.waiterCommandsPerSecond.toFixed(0)} commands/s ` +
+        `(${cSimba.waiterRoundTripsPerSecond.toFixed(0)} round trips/s) → ${verdict(cSimba.waiterCommandsPerSecond < 50)}`
+    )
+    console.log(`  renew ≤ 1 round trip per renew interval: ${renewPerInterval.toFixed(2)} → ${verdict(renewPerInterval <= 1.05)}`)
+    console.log(`  handover median < 1 ms: ${handoverMedian.toFixed(3)} ms → ${verdict(handoverMedian < 1)}`)
+    console.log()
+    console.log("How the counts are made:")
+    console.log("  Redis commands = INFO stats total_commands_processed deltas read on a separate connection; Redis counts the")
+    console.log("  commands a Lua script runs too (an EVALSHA making 4 redis.call counts 5); the INFO itself is subtracted.")
+    console.log("  Round trips = commands this process's ioredis connections sent (ioredis sendCommand wrapped), a script = 1.")
+    console.log("  Waiter load (contended) = (commands in the 10 s window − sections in the window × commands per acquire+release")
+    console.log("  pair, measured uncontended as the least of 5 batches of 50 − Simba renewals in the window × commands per")
+    console.log("  keepAlive, measured the same way) / window seconds; in round trips: (round trips − 2 per section − renewals) / s.")
+    console.log("  Renew: peers keep each lock with their own auto-refresh (redlock `using`, Mutex refreshInterval) at defaults,")
+    console.log("  acquisitions spread over one period so that refreshes come at a steady rate.")
+    console.log("  Longest wait: every wait overlapping the window, whole; a contender that never wins waits until the others stop,")
+    console.log("  so a starved contender shows the length of the run (~10.5 s).")
+    console.log("  Tuned redlock: retryDelay 5 ms with retryJitter left at its default 100 ms (only retryDelay is tuned).")
+    console.log(`  Background traffic from other clients of this Redis: ${backgroundBefore} commands/s before the run, ${backgroundAfter} after`)
+    console.log("  (server-side counts include it; client-side round trips do not). Each server-counted window compares the")
+    console.log("  server's EVALSHA/EVAL calls with the scripts this process sent; a window where other clients ran scripts is")
+    console.log("  measured once more, and listed below if it happens again.")
+    for (const note of notes) console.log(`  ${note}`)
+    console.log(
+      `  Simba contended: ${cSimba.sections} sections, ${cSimba.roundTrips} round trips (${cSimba.sessionRoundTrips} renewals), ` +
+        `${cSimba.serverCommands} commands in ${(cSimba.windowMs / 1000).toFixed(2)} s; ` +
+        `${uSimba.commandsPerPair.toFixed(1)} commands per pair, ${uSimba.commandsPerKeepAlive.toFixed(1)} per keepAlive.`
+    )
+    console.log(
+      `  Engine: ${e10.events.toLocaleString("en-US")} and ${e1000.events.toLocaleString("en-US")} events replayed; ` +
+        `load average now ${loadavg().map((x) => x.toFixed(2)).join(" ")}; total ${((Date.now() - started) / 1000).toFixed(0)} s.`
+    )
+    console.log(`Wrote ${out}`)
+  } finally {
+    const deleted = await deleteKeys(monitor, [`${prefix}:`, `mutex:${prefix}:`])
+    log(`deleted ${deleted} keys under ${prefix}`)
+    await quit(monitor)
+  }
+}
+
+main().then(
+  () => {
+    process.exitCode = 0
+  },
+  (error: unknown) => {
+    console.error(error)
+    process.exitCode = 1
+  }
+)
