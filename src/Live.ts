@@ -8,7 +8,7 @@ import * as RedisBackend from "./layers/Redis.js"
 import * as Simba from "./Simba.js"
 
 /** `Simba` on a fresh in-process backend: the embedded default for demos and single-process tests. */
-export const SimbaMemoryLive = Simba.layerConfig.pipe(Layer.provide(MemoryBackend.layer))
+export const SimbaMemoryLive = Simba.layerConfig.pipe(Layer.provide(MemoryBackend.layer()))
 
 /**
  * `Simba` on Redis: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`), `SIMBA_REDIS_CLUSTER`

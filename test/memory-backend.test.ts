@@ -15,10 +15,10 @@ import * as TckHarness from "./tck/TckHarness.js"
 // Compare `Duration`s (and other Effect data) by value in `toEqual`.
 addEqualityTesters()
 
-LeaseBackendSpec("memory", MemoryBackend.layer, { virtualTime: true, ttl: "10 seconds", hints: true })
-FencingSpec("memory", MemoryBackend.layer, { virtualTime: true, ttl: "10 seconds" })
+LeaseBackendSpec("memory", MemoryBackend.layer(), { virtualTime: true, ttl: "10 seconds", hints: true })
+FencingSpec("memory", MemoryBackend.layer(), { virtualTime: true, ttl: "10 seconds" })
 // A backend that grants less than asked, as ZooKeeper caps session timeouts.
-LeaseBackendSpec("memory, maxTtl 4 s", MemoryBackend.layerWith({ maxTtl: "4 seconds" }), {
+LeaseBackendSpec("memory, maxTtl 4 s", MemoryBackend.layer({ maxTtl: "4 seconds" }), {
   virtualTime: true,
   ttl: "10 seconds",
   granted: "4 seconds",
@@ -151,7 +151,7 @@ describe("MemoryBackend", () => {
 
   it.scoped("pushes hints only for changes that happened", () =>
     Effect.gen(function*() {
-      const tck = TckHarness.make(MemoryBackend.layer, { virtualTime: true, ttl: "10 seconds", hints: true })
+      const tck = TckHarness.make(MemoryBackend.layer(), { virtualTime: true, ttl: "10 seconds", hints: true })
       const backend = yield* LeaseBackend
       const watch = yield* TckHarness.watchHints(tck)
       const a = (yield* backend.openSession(Duration.seconds(10))).sessionId
@@ -176,5 +176,5 @@ describe("MemoryBackend", () => {
         { _tag: "GroupChanged", group: "g" },
         { _tag: "Released", name: "sentinel" }
       ])
-    }).pipe(Effect.provide(MemoryBackend.layer)))
+    }).pipe(Effect.provide(MemoryBackend.layer())))
 })

@@ -53,7 +53,7 @@ import {
 /** The backend name used in errors, metrics and spans. */
 export const backend = "memory"
 
-/** Options of `makeWith` / `layerWith`. */
+/** Options of `makeWith` / `layer`. */
 export interface Options {
   /**
    * The longest session ttl the backend grants; a longer request is cut to it, as ZooKeeper caps
@@ -344,11 +344,8 @@ export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendServi
 /** Makes a backend that grants every ttl as asked. */
 export const make: Effect.Effect<LeaseBackendService> = makeWith()
 
-/** Provides a fresh in-memory `LeaseBackend`. */
-export const layer: Layer.Layer<LeaseBackend> = Layer.effect(LeaseBackend, make)
-
-/** Provides a fresh in-memory `LeaseBackend` made with `options`. */
-export const layerWith = (options: Options): Layer.Layer<LeaseBackend> => Layer.effect(LeaseBackend, makeWith(options))
+/** Provides a fresh in-memory `LeaseBackend` made with `options` (by default: every ttl granted as asked). */
+export const layer = (options: Options = {}): Layer.Layer<LeaseBackend> => Layer.effect(LeaseBackend, makeWith(options))
 
 /** Provides a fresh in-memory `LeaseBackend` with options read from `config`. */
 export const layerConfig = (config: Config.Config<Options>): Layer.Layer<LeaseBackend, ConfigError.ConfigError> =>

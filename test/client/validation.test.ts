@@ -101,7 +101,7 @@ describe("bad input", () => {
   it.effect("Simba.make and Simba.layer refuse an invalid config", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(
-        Effect.scoped(Layer.build(Simba.layer({ drift: 0.7 }).pipe(Layer.provide(MemoryBackend.layer))))
+        Effect.scoped(Layer.build(Simba.layer({ drift: 0.7 }).pipe(Layer.provide(MemoryBackend.layer()))))
       )
       expect(error).toMatchObject({ _tag: "SimbaConfigError", field: "drift" })
     }))
