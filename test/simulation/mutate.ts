@@ -89,8 +89,8 @@ export const mutations: ReadonlyArray<Mutation> = [
     name: "regress-unrecorded-release",
     description: "bug 1 (fixed): a lease released as unclaimed is not recorded, so a retried acquire racing the release adopts it",
     edits: [[
-      "if (sessionId === s.session.id && (above === undefined || token > above)) s.released.set(name, token)",
-      "void above"
+      "if (!wanted) giveBack(s, sessionId, name, token)",
+      "if (!wanted) call(s, { _tag: \"Release\", sessionId, name, token })"
     ]]
   },
   {
