@@ -400,10 +400,13 @@ export const makeClients = (
 // Time
 // ---------------------------------------------------------------------------------------------------
 
-/** Lets a few macrotask turns pass, so fibers woken by the clock finish what they were doing. */
+/**
+ * Lets a few event-loop turns pass, so fibers woken by the clock finish what they were doing (not a
+ * lease decision: virtual time does not move here).
+ */
 const settle: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const timer = setTimeout(() => resume(Effect.void), 0)
-  return Effect.sync(() => clearTimeout(timer))
+  const turn = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(turn))
 }).pipe(Effect.repeatN(2))
 
 /**
