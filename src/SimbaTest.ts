@@ -160,9 +160,10 @@ export interface Faults {
    * Ends this client's session(s) on the backend now (through `closeSession`, bypassing faults): the
    * backend forgets it, its next renewal (or acquire) answers `Expired`, its leases are free for others.
    *
-   * This is an *early* loss, as after a failover that lost data or an operator deleting keys: until
-   * its next renewal tells it, the client still holds terms that read valid while another client may
-   * already lead. Only fencing protects that window, and a `recorder` reports the overlap. For a
+   * This is an *early* loss, as after a failover that lost data or an operator deleting keys. The
+   * `released` hint for a name the client leads makes it renew at once, so it learns within a round
+   * trip; on a backend without hints, only at its next renewal, and until then only fencing protects
+   * that window (a `recorder` reports the overlap). For a
    * session that runs out the normal way, cut the client off (`partition`, `pause`) for longer than
    * the lease instead.
    */
