@@ -426,6 +426,7 @@ export const make = (
             PubSub.publish(pubsub, effect.event)
           )
         case "Members":
+          // The group view lives in the engine state, where `snapshot` reads it.
           return Effect.void
       }
     }

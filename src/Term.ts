@@ -100,8 +100,9 @@ export const make = (options: {
           )
       }),
     revoked: Deferred.await(options.revoked),
-    revokedReason: Effect.map(Deferred.poll(options.revoked), Option.isSome).pipe(
-      Effect.flatMap((done) => done ? Effect.map(Deferred.await(options.revoked), Option.some) : Effect.succeed(Option.none()))
+    revokedReason: Effect.flatMap(
+      Deferred.poll(options.revoked),
+      Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome })
     )
   }
 }
