@@ -1,0 +1,61 @@
+/**
+ * Operations endpoint (SPEC section 10): `GET /simba` answers the client's snapshot as JSON,
+ * `GET /simba/health` answers 200 while the session is `LIVE` and 503 otherwise (for load balancers
+ * and orchestrators' readiness checks).
+ *
+ * ```ts
+ * Layer.launch(SimbaHttp.layer({ port: 9464 })).pipe(Effect.provide(SimbaRedisLive), NodeRuntime.runMain)
+ * ```
+ * or mount `SimbaHttp.router` in an application's own `HttpRouter`.
+ */
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { createServer } from "node:http"
+import type { SimbaSnapshot } from "./Client.js"
+import * as Simba from "./Simba.js"
+
+/** The snapshot as plain JSON: tokens as decimal strings, remaining times in milliseconds. */
+export const snapshotJson = (snapshot: SimbaSnapshot) => ({
+  session: {
+    id: snapshot.session.id ?? null,
+    status: snapshot.session.status,
+    remainingMillis: Duration.toMillis(snapshot.session.remaining)
+  },
+  elections: snapshot.elections.map((e) => ({
+    name: e.name,
+    kind: e.kind,
+    status: e.status,
+    token: e.token === undefined ? null : e.token.toString(),
+    remainingMillis: Duration.toMillis(e.remaining)
+  })),
+  groups: snapshot.groups.map((g) => ({
+    group: g.group,
+    partitions: g.partitions,
+    members: g.members,
+    owned: g.owned
+  }))
+})
+
+/** The two routes, for mounting in an application's own router. */
+export const router = HttpRouter.empty.pipe(
+  HttpRouter.get("/simba", Effect.map(Simba.snapshot, (snapshot) => HttpServerResponse.unsafeJson(snapshotJson(snapshot)))),
+  HttpRouter.get(
+    "/simba/health",
+    Effect.map(Simba.snapshot, (snapshot) =>
+      HttpServerResponse.unsafeJson(
+        { status: snapshot.session.status },
+        { status: snapshot.session.status === "LIVE" ? 200 : 503 }
+      ))
+  )
+)
+
+/** Serves `router` on its own Node HTTP server. */
+export const layer = (options: { readonly port: number; readonly host?: string | undefined }) =>
+  HttpServer.serve(router).pipe(
+    Layer.provide(NodeHttpServer.layer(() => createServer(), { port: options.port, host: options.host }))
+  )

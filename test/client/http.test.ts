@@ -1,0 +1,37 @@
+import { HttpApp } from "@effect/platform"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { LeaseBackend, MemoryBackend, Simba, SimbaHttp } from "simba"
+import { advance, gate } from "./helpers.js"
+
+describe("operations endpoint", () => {
+  it.scoped("GET /simba answers the snapshot; GET /simba/health is 200 while LIVE, 503 when not", () =>
+    Effect.gen(function*() {
+      const memory = yield* MemoryBackend.make
+      const { gated, hang } = yield* gate(memory)
+      const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
+        Effect.provideService(LeaseBackend.LeaseBackend, gated)
+      )
+      yield* client.election("reporter")
+      yield* advance("200 millis")
+      const runtime = yield* Layer.toRuntime(Layer.succeed(Simba.Simba, client))
+      const handler = HttpApp.toWebHandlerRuntime(runtime)(Effect.flatten(SimbaHttp.router))
+      const get = (path: string) => Effect.promise(() => handler(new Request(`http://localhost${path}`)))
+
+      const snapshot = yield* get("/simba")
+      expect(snapshot.status).toBe(200)
+      const body = yield* Effect.promise(() => snapshot.json())
+      expect(body.session.status).toBe("LIVE")
+      expect(body.elections).toEqual([
+        expect.objectContaining({ name: "reporter", kind: "election", status: "LEADER", token: "1" })
+      ])
+      expect((yield* get("/simba/health")).status).toBe(200)
+
+      // Renewals stop getting through: SUSPENDED, then the deadline passes and it is OPENING.
+      yield* hang
+      yield* advance("4 seconds")
+      const health = yield* get("/simba/health")
+      expect(health.status).toBe(503)
+      expect((yield* Effect.promise(() => health.json())).status).not.toBe("LIVE")
+    }))
+})
