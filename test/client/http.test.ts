@@ -20,7 +20,10 @@ describe("operations endpoint", () => {
 
       const snapshot = yield* get("/simba")
       expect(snapshot.status).toBe(200)
-      const body = yield* Effect.promise(() => snapshot.json())
+      const body = (yield* Effect.promise(() => snapshot.json())) as {
+        readonly session: { readonly status: string }
+        readonly elections: ReadonlyArray<unknown>
+      }
       expect(body.session.status).toBe("LIVE")
       expect(body.elections).toEqual([
         expect.objectContaining({ name: "reporter", kind: "election", status: "LEADER", token: "1" })
@@ -32,6 +35,7 @@ describe("operations endpoint", () => {
       yield* advance("4 seconds")
       const health = yield* get("/simba/health")
       expect(health.status).toBe(503)
-      expect((yield* Effect.promise(() => health.json())).status).not.toBe("LIVE")
+      const healthBody = (yield* Effect.promise(() => health.json())) as { readonly status: string }
+      expect(healthBody.status).not.toBe("LIVE")
     }))
 })
