@@ -12,7 +12,7 @@
  */
 import { Duration, Effect, Fiber, Ref, Schedule, Stream } from "effect"
 import * as Clock from "effect/Clock"
-import { formatEvent, LeaseBackend, MemoryBackend, Simba, type Term } from "simba"
+import { formatEvent, LeaseBackend, MemoryBackend, Simba, SimbaTest, type Term } from "simba"
 
 const names = ["alpha", "bravo", "charlie"] as const
 type Name = (typeof names)[number]
@@ -41,28 +41,15 @@ const main = Effect.gen(function*() {
       )
     )
 
-  // Each client gets the shared backend, wrapped so the demo can make it vanish (calls hang).
-  const vanished = yield* Ref.make<ReadonlySet<Name>>(new Set())
-  const backendFor = (who: Name): LeaseBackend.LeaseBackendService => {
-    const gate = <A, E>(call: Effect.Effect<A, E>) =>
-      Effect.flatMap(Ref.get(vanished), (gone) => gone.has(who) ? Effect.never : call)
-    return {
-      ...shared,
-      openSession: (ttl) => gate(shared.openSession(ttl)),
-      keepAlive: (sid, ttl) => gate(shared.keepAlive(sid, ttl)),
-      closeSession: (sid) => gate(shared.closeSession(sid)),
-      acquire: (sid, name) => gate(shared.acquire(sid, name)),
-      release: (sid, name, token) => gate(shared.release(sid, name, token)),
-      join: (sid, group) => gate(shared.join(sid, group)),
-      leave: (sid, group) => gate(shared.leave(sid, group)),
-      members: (group) => gate(shared.members(group))
-    }
-  }
+  // Each client reaches the shared backend through its own fault link (the test kit's), so the demo
+  // can make one vanish: from then on its calls hang, as for a process that froze or lost the network.
+  const links = new Map<Name, SimbaTest.FaultyBackend>()
+  for (const who of names) links.set(who, yield* SimbaTest.faulty(shared))
 
   const runClient = (who: Name) =>
     Effect.gen(function*() {
       const simba = yield* Simba.make({ leaseDuration: "3 seconds", renewInterval: "1 second" }).pipe(
-        Effect.provideService(LeaseBackend.LeaseBackend, backendFor(who))
+        Effect.provideService(LeaseBackend.LeaseBackend, links.get(who)!.backend)
       )
       yield* simba.events.pipe(
         Stream.runForEach((event) => say(who, formatEvent(event))),
@@ -122,7 +109,7 @@ const main = Effect.gen(function*() {
   const second = yield* leaderOf
   if (second !== undefined) {
     yield* say("demo", `--- ${second} vanishes without a word: its backend calls hang from now on ---`)
-    yield* Ref.update(vanished, (gone) => new Set([...gone, second]))
+    yield* links.get(second)!.faults.pause()
   }
 
   yield* Effect.sleep("7 seconds")
@@ -142,7 +129,7 @@ const main = Effect.gen(function*() {
   if (second !== undefined) yield* Fiber.interruptFork(fibers.get(second)!)
 })
 
-Effect.runPromise(main.pipe(Effect.timeout(Duration.seconds(28)))).then(
+Effect.runPromise(main.pipe(Effect.scoped, Effect.timeout(Duration.seconds(28)))).then(
   () => process.exit(0),
   (error) => {
     console.error(error)

@@ -6,6 +6,7 @@
  * (`Client.ts`) feeds it events and performs the effects it returns, so every race is a sequence of
  * events that a test can replay.
  */
+import { partitionName } from "./LeaseName.js"
 import * as PartitionAssignment from "./PartitionAssignment.js"
 import * as Session from "./Session.js"
 import { SimbaEvent } from "./SimbaEvent.js"
@@ -1062,7 +1063,7 @@ const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<string>)
     const e = newElection(s, {
       // Shell handles are positive; the engine numbers the partition elections it creates negatively.
       handle: -nextId(s),
-      name: `${g.group}.${partition}`,
+      name: partitionName(g.group, partition),
       kind: "partition",
       group: g.group,
       partition,

@@ -92,10 +92,10 @@ describe("election", () => {
       expect(yield* electionB.status).toBe("LEADER")
       // B leaves at once; A must stay out until its cooldown is over.
       yield* electionB.stop
-      const acquiresBefore = (yield* Ref.get(a.calls)).filter((c) => c.operation === "acquire").length
+      const acquiresBefore = (yield* a.calls).filter((c) => c.operation === "acquire").length
       yield* advance("4500 millis")
       expect(yield* electionA.status).toBe("COOLDOWN")
-      expect((yield* Ref.get(a.calls)).filter((c) => c.operation === "acquire").length).toBe(acquiresBefore)
+      expect((yield* a.calls).filter((c) => c.operation === "acquire").length).toBe(acquiresBefore)
       yield* advance("700 millis")
       expect(yield* electionA.status).toBe("LEADER")
     }))
@@ -155,10 +155,10 @@ describe("election", () => {
       expect(whileLeading).toBeGreaterThanOrEqual(9)
       yield* Fiber.interrupt(fiber)
       const atStop = yield* Ref.get(runs)
-      const acquiresAtStop = (yield* Ref.get(clients[0]!.calls)).filter((c) => c.operation === "acquire").length
+      const acquiresAtStop = (yield* clients[0]!.calls).filter((c) => c.operation === "acquire").length
       yield* advance("10 seconds")
       expect(yield* Ref.get(runs)).toBe(atStop)
-      expect((yield* Ref.get(clients[0]!.calls)).filter((c) => c.operation === "acquire").length).toBe(acquiresAtStop)
+      expect((yield* clients[0]!.calls).filter((c) => c.operation === "acquire").length).toBe(acquiresAtStop)
       expect((yield* client.snapshot).elections).toEqual([])
     }))
 

@@ -1,10 +1,11 @@
 /**
- * Helpers for the TestClock client tests: clients sharing one in-memory backend, each behind a gate
- * that can make its backend calls hang (a vanished or partitioned process), and event recorders.
+ * Helpers for the TestClock client tests: clients sharing one in-memory backend, each behind its own
+ * SimbaTest fault link (so a test can make its calls hang: a vanished or partitioned process), and
+ * event recorders.
  */
 import { Clock, Duration, Effect, Ref, Stream, TestClock } from "effect"
 import type { Scope } from "effect"
-import { LeaseBackend, MemoryBackend, Simba, type SimbaClient, type SimbaEvent } from "simba"
+import { LeaseBackend, MemoryBackend, Simba, type SimbaClient, type SimbaEvent, SimbaTest } from "simba"
 import type { SimbaConfigInput } from "../../src/SimbaConfig.js"
 
 export interface Recorded {
@@ -16,47 +17,23 @@ export interface TestClient {
   readonly client: SimbaClient
   /** Every event this client published, with the virtual time. */
   readonly events: Ref.Ref<ReadonlyArray<Recorded>>
-  /** Backend calls this client made, by operation name. */
-  readonly calls: Ref.Ref<ReadonlyArray<{ readonly operation: string; readonly arg: string }>>
+  /** Backend calls this client made, in order. */
+  readonly calls: Effect.Effect<ReadonlyArray<SimbaTest.CallRecord>>
   /** From now on every backend call of this client hangs (the process vanished or is partitioned). */
   readonly hang: Effect.Effect<void>
 }
 
 export const config: SimbaConfigInput = { leaseDuration: "3 seconds" }
 
-/** A gate around `backend`: while `hanging`, every call waits forever, as on a dead network. */
-export const gate = (backend: LeaseBackend.LeaseBackendService) =>
-  Effect.gen(function*() {
-    const hanging = yield* Ref.make(false)
-    const calls = yield* Ref.make<ReadonlyArray<{ readonly operation: string; readonly arg: string }>>([])
-    const wrap = <A, E>(operation: string, arg: string, call: Effect.Effect<A, E>) =>
-      Effect.zipRight(
-        Ref.update(calls, (all) => [...all, { operation, arg }]),
-        Effect.flatMap(Ref.get(hanging), (hang) => (hang ? Effect.never : call))
-      )
-    const gated: LeaseBackend.LeaseBackendService = {
-      ...backend,
-      openSession: (ttl) => wrap("openSession", "", backend.openSession(ttl)),
-      keepAlive: (sid, ttl) => wrap("keepAlive", sid, backend.keepAlive(sid, ttl)),
-      closeSession: (sid) => wrap("closeSession", sid, backend.closeSession(sid)),
-      acquire: (sid, name) => wrap("acquire", name, backend.acquire(sid, name)),
-      release: (sid, name, token) => wrap("release", name, backend.release(sid, name, token)),
-      join: (sid, group) => wrap("join", group, backend.join(sid, group)),
-      leave: (sid, group) => wrap("leave", group, backend.leave(sid, group)),
-      members: (group) => wrap("members", group, backend.members(group))
-    }
-    return { gated, calls, hang: Ref.set(hanging, true) }
-  })
-
-/** A client on `backend` (gated, recorded). */
+/** A client on `backend`, behind its own fault link (SimbaTest), with its events recorded. */
 export const makeClient = (
   backend: LeaseBackend.LeaseBackendService,
   options: SimbaConfigInput = config
 ): Effect.Effect<TestClient, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const { calls, gated, hang } = yield* gate(backend)
+    const link = yield* SimbaTest.faulty(backend)
     const client = yield* Simba.make(options).pipe(
-      Effect.provideService(LeaseBackend.LeaseBackend, gated),
+      Effect.provideService(LeaseBackend.LeaseBackend, link.backend),
       Effect.orDie
     )
     const events = yield* Ref.make<ReadonlyArray<Recorded>>([])
@@ -67,7 +44,7 @@ export const makeClient = (
       Effect.forkScoped
     )
     yield* settle
-    return { client, events, calls, hang }
+    return { client, events, calls: link.calls, hang: link.faults.pause() }
   })
 
 /** `n` clients sharing one fresh in-memory backend. */

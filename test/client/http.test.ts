@@ -1,16 +1,16 @@
 import { HttpApp } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { LeaseBackend, MemoryBackend, Simba, SimbaHttp } from "simba"
-import { advance, gate } from "./helpers.js"
+import { LeaseBackend, MemoryBackend, Simba, SimbaHttp, SimbaTest } from "simba"
+import { advance } from "./helpers.js"
 
 describe("operations endpoint", () => {
   it.scoped("GET /simba answers the snapshot; GET /simba/health is 200 while LIVE, 503 when not", () =>
     Effect.gen(function*() {
       const memory = yield* MemoryBackend.make
-      const { gated, hang } = yield* gate(memory)
+      const link = yield* SimbaTest.faulty(memory)
       const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
-        Effect.provideService(LeaseBackend.LeaseBackend, gated)
+        Effect.provideService(LeaseBackend.LeaseBackend, link.backend)
       )
       yield* client.election("reporter")
       yield* advance("200 millis")
@@ -31,7 +31,7 @@ describe("operations endpoint", () => {
       expect((yield* get("/simba/health")).status).toBe(200)
 
       // Renewals stop getting through: SUSPENDED, then the deadline passes and it is OPENING.
-      yield* hang
+      yield* link.faults.pause()
       yield* advance("4 seconds")
       const health = yield* get("/simba/health")
       expect(health.status).toBe(503)

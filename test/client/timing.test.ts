@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Option, Ref } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { MemoryBackend } from "simba"
 import { advance, eventsOf, makeClient } from "./helpers.js"
 
@@ -12,9 +12,9 @@ describe("timing", () => {
       const election = yield* a.client.election("short")
       yield* advance("200 millis")
       const term = Option.getOrThrow(yield* election.term)
-      const renewalsBefore = (yield* Ref.get(a.calls)).filter((c) => c.operation === "keepAlive").length
+      const renewalsBefore = (yield* a.calls).filter((c) => c.operation === "keepAlive").length
       yield* advance("30 seconds")
-      const renewals = (yield* Ref.get(a.calls)).filter((c) => c.operation === "keepAlive").length - renewalsBefore
+      const renewals = (yield* a.calls).filter((c) => c.operation === "keepAlive").length - renewalsBefore
       // Granted validity: 3000 × 0.99 − 50 = 2920 ms, so a renewal every ~973 ms: about 30 in 30 s.
       expect(renewals).toBeGreaterThanOrEqual(29)
       expect(renewals).toBeLessThanOrEqual(32)
@@ -32,9 +32,9 @@ describe("timing", () => {
       const backend = yield* MemoryBackend.make
       const a = yield* makeClient(backend, { leaseDuration: "3 seconds" })
       yield* advance("200 millis")
-      const before = (yield* Ref.get(a.calls)).filter((c) => c.operation === "keepAlive").length
+      const before = (yield* a.calls).filter((c) => c.operation === "keepAlive").length
       yield* advance("10 seconds")
-      const renewals = (yield* Ref.get(a.calls)).filter((c) => c.operation === "keepAlive").length - before
+      const renewals = (yield* a.calls).filter((c) => c.operation === "keepAlive").length - before
       expect(renewals).toBe(10)
       expect(yield* eventsOf(a.events, "SessionLeaseShortened")).toEqual([])
     }))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Ref, Schedule } from "effect"
+import { ConfigProvider, Effect, Layer, Schedule } from "effect"
 import { InvalidLeaseNameError, LeaseName, MemoryBackend, Simba, SimbaConfig, SimbaConfigError } from "simba"
 import { makeClient } from "./helpers.js"
 
@@ -19,7 +19,7 @@ describe("bad input", () => {
       Effect.gen(function*() {
         const backend = yield* MemoryBackend.make
         const { calls, client } = yield* makeClient(backend)
-        const callsBefore = (yield* Ref.get(calls)).length
+        const callsBefore = (yield* calls).length
         const errors = [
           yield* Effect.flip(client.withLock(name, Effect.void)),
           yield* Effect.flip(Effect.scoped(client.lock(name))),
@@ -33,7 +33,7 @@ describe("bad input", () => {
           expect(error).toMatchObject({ _tag: "InvalidLeaseNameError", name })
           expect((error as InvalidLeaseNameError).rule.length).toBeGreaterThan(0)
         }
-        expect((yield* Ref.get(calls)).slice(callsBefore).filter((c) => c.arg === name || c.operation !== "keepAlive"))
+        expect((yield* calls).slice(callsBefore).filter((c) => c.name === name || c.operation !== "keepAlive"))
           .toEqual([])
       }))
   }
