@@ -9,8 +9,14 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import type * as MetricKeyType from "effect/MetricKeyType"
+import * as MetricLabel from "effect/MetricLabel"
+import type * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
@@ -138,43 +144,70 @@ export interface SimbaClient {
 // Metrics
 // ---------------------------------------------------------------------------------------------------
 
-const backendCalls = Metric.counter("simba_backend_calls_total", {
-  description: "backend calls by backend, operation and outcome",
-  incremental: true
-})
-const backendLatency = Metric.timer("simba_backend_call_duration", "backend call latency by backend and operation")
-const termsWon = Metric.counter("simba_terms_total", { description: "terms won", incremental: true })
-const revocations = Metric.counter("simba_revocations_total", { description: "terms revoked, by reason", incremental: true })
+// Every metric is built from a key that already carries its tags: `Metric.tagged` would build (and
+// hash) a new key on every update, a cost paid on every backend call.
+const labelled = (labels: Record<string, string>) =>
+  Object.entries(labels).map(([key, value]) => MetricLabel.make(key, value))
+
+const counter = (name: string, description: string, labels: Record<string, string>) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(MetricKey.counter(name, { description, incremental: true }), labelled(labels))
+  )
+
+/** A latency histogram in milliseconds, with the buckets of `Metric.timer`. */
+const timer = (name: string, description: string, labels: Record<string, string>) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(
+      MetricKey.histogram(name, MetricBoundaries.exponential({ start: 0.5, factor: 2, count: 35 }), description),
+      labelled({ ...labels, time_unit: "milliseconds" })
+    )
+  ).pipe(Metric.mapInput(Duration.toMillis))
+
+const termsWon = counter("simba_terms_total", "terms won", {})
 const leaderGauge = Metric.gauge("simba_leader_terms", { description: "terms this client currently holds" })
 const revocationsByReason = Object.fromEntries(
-  Object.keys(Term.RevokeReason).map((reason) => [reason, Metric.tagged(revocations, "reason", reason)])
+  Object.keys(Term.RevokeReason).map((reason) => [
+    reason,
+    counter("simba_revocations_total", "terms revoked, by reason", { reason })
+  ])
 ) as Record<Term.RevokeReason, Metric.Metric.Counter<number>>
 
-/**
- * The per-call metrics of one backend operation, built once: tagging a metric builds (and hashes) a
- * new key, too costly to do on every call.
- */
+/** The per-call metrics of one backend operation, built once per operation. */
 const callMetrics = (backend: string) => {
   const cache = new Map<string, {
     readonly success: Metric.Metric.Counter<number>
     readonly failure: Metric.Metric.Counter<number>
-    readonly latency: typeof backendLatency
+    readonly latency: Metric.Metric<MetricKeyType.MetricKeyType.Histogram, Duration.Duration, MetricState.MetricState.Histogram>
   }>()
   return (operation: string) => {
     let metrics = cache.get(operation)
     if (metrics === undefined) {
-      const tags = (metric: Metric.Metric.Counter<number>, outcome: string) =>
-        metric.pipe(Metric.tagged("backend", backend), Metric.tagged("operation", operation), Metric.tagged("outcome", outcome))
+      const calls = (outcome: string) =>
+        counter("simba_backend_calls_total", "backend calls by backend, operation and outcome", {
+          backend,
+          operation,
+          outcome
+        })
       metrics = {
-        success: tags(backendCalls, "success"),
-        failure: tags(backendCalls, "failure"),
-        latency: backendLatency.pipe(Metric.tagged("backend", backend), Metric.tagged("operation", operation))
+        success: calls("success"),
+        failure: calls("failure"),
+        latency: timer("simba_backend_call_duration", "backend call latency by backend and operation", {
+          backend,
+          operation
+        })
       }
       cache.set(operation, metrics)
     }
     return metrics
   }
 }
+
+/**
+ * Asks `fiber` to stop without waiting for it, like `Fiber.interruptFork` but without forking a fiber
+ * to do the asking (the shell does this on every revocation, timeout and re-armed timer).
+ */
+const interruptSignal = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<void> =>
+  Effect.flatMap(Effect.fiberId, (id) => Effect.sync(() => fiber.unsafeInterruptAsFork(id)))
 
 // ---------------------------------------------------------------------------------------------------
 // Shell
@@ -300,19 +333,90 @@ export const make = (
       })
     )
 
-    const performCall = (effect: Extract<Engine.Effect, { _tag: "Call" }>) => {
-      const operation = operationName(effect.request)
-      const metrics = metricsFor(operation)
-      return toResponse(backend, effect.request).pipe(
-        Effect.timeoutFail({
-          duration: Duration.millis(Math.ceil(effect.timeout)),
-          onTimeout: () =>
-            new BackendError({
+    // Backend calls in flight, each with its deadline (one renewal period after it was sent). A single
+    // sweeper fiber, sleeping until the earliest deadline, times them out: a timeout per call would
+    // cost two more fibers and a sleep for every call.
+    type Call = Extract<Engine.Effect, { _tag: "Call" }>
+    interface InFlight {
+      readonly call: Call
+      readonly operation: string
+      readonly deadline: number
+      fiber: Fiber.RuntimeFiber<void> | undefined
+    }
+    const inFlight = new Map<number, InFlight>()
+    let sweeper: { readonly generation: number; at: number; fiber: Fiber.RuntimeFiber<void> | undefined } | undefined
+    let sweeperGeneration = 0
+
+    const reply = (call: Call, response: Engine.Response) =>
+      offer({ _tag: "Reply", requestId: call.requestId, sentAt: call.sentAt, request: call.request, response })
+
+    /**
+     * Fails every call whose deadline has passed and returns how long to sleep until the next one
+     * (undefined: none left, or this sweeper was replaced). Uninterruptible: a call taken out of
+     * `inFlight` always gets its reply.
+     */
+    const sweepOnce = (generation: number): Effect.Effect<number | undefined> =>
+      Effect.uninterruptible(Effect.gen(function*() {
+        if (sweeper?.generation !== generation) return undefined
+        const now = yield* Term.monotonicMillis
+        let next = Number.POSITIVE_INFINITY
+        for (const [requestId, pending] of inFlight) {
+          if (pending.deadline > now) {
+            next = Math.min(next, pending.deadline)
+            continue
+          }
+          inFlight.delete(requestId)
+          if (pending.fiber !== undefined) yield* interruptSignal(pending.fiber)
+          yield* Metric.increment(metricsFor(pending.operation).failure)
+          yield* reply(pending.call, {
+            _tag: "Failed",
+            error: new BackendError({
               backend: backend.backend,
-              operation,
-              cause: `timed out after ${Math.round(effect.timeout)} ms`
-            })
-        }),
+              operation: pending.operation,
+              cause: `timed out after ${Math.round(pending.call.timeout)} ms`
+            }).message
+          })
+        }
+        if (next === Number.POSITIVE_INFINITY) {
+          sweeper = undefined
+          return undefined
+        }
+        sweeper.at = next
+        return Math.max(0, Math.ceil(next - now))
+      }))
+
+    const runSweeper = (generation: number, firstWait: number) =>
+      Effect.gen(function*() {
+        let wait: number | undefined = firstWait
+        while (wait !== undefined) {
+          yield* Effect.sleep(Duration.millis(wait))
+          wait = yield* sweepOnce(generation)
+        }
+      })
+
+    /** Makes sure a sweeper wakes by `at`, replacing one that would wake later. */
+    const sweepBy = (at: number, now: number): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (sweeper !== undefined && sweeper.at <= at) return Effect.void
+        const previous = sweeper?.fiber
+        const current = { generation: ++sweeperGeneration, at, fiber: undefined as Fiber.RuntimeFiber<void> | undefined }
+        sweeper = current
+        return runSweeper(current.generation, Math.max(0, Math.ceil(at - now))).pipe(
+          Effect.forkIn(scope),
+          Effect.flatMap((fiber) => {
+            current.fiber = fiber
+            return previous === undefined ? Effect.void : interruptSignal(previous)
+          })
+        )
+      })
+
+    const performCall = (call: Call, now: number): Effect.Effect<void> => {
+      const operation = operationName(call.request)
+      const metrics = metricsFor(operation)
+      // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
+      const pending: InFlight = { call, operation, deadline: now + Math.ceil(call.timeout), fiber: undefined }
+      inFlight.set(call.requestId, pending)
+      return toResponse(backend, call.request).pipe(
         Effect.tapBoth({
           onFailure: () => Metric.increment(metrics.failure),
           onSuccess: () => Metric.increment(metrics.success)
@@ -322,10 +426,14 @@ export const make = (
         Effect.catchAll((error): Effect.Effect<Engine.Response> =>
           Effect.succeed({ _tag: "Failed", error: error instanceof Error ? error.message : String(error) })
         ),
-        Effect.flatMap((response) =>
-          offer({ _tag: "Reply", requestId: effect.requestId, sentAt: effect.sentAt, request: effect.request, response })
-        ),
-        Effect.forkIn(scope)
+        // The sweeper may have answered for it already.
+        Effect.flatMap((response) => inFlight.delete(call.requestId) ? reply(call, response) : Effect.void),
+        Effect.asVoid,
+        Effect.forkIn(scope),
+        Effect.flatMap((fiber) => {
+          pending.fiber = fiber
+          return sweepBy(pending.deadline, now)
+        })
       )
     }
 
@@ -333,7 +441,7 @@ export const make = (
       Effect.suspend(() => {
         const fiber = timers.get(key)
         timers.delete(key)
-        return fiber === undefined ? Effect.void : Fiber.interruptFork(fiber)
+        return fiber === undefined ? Effect.void : interruptSignal(fiber)
       })
 
     const onElected = (effect: Extract<Engine.Effect, { _tag: "Elected" }>) =>
@@ -379,7 +487,7 @@ export const make = (
         yield* Metric.increment(revocationsByReason[effect.reason])
         yield* Metric.update(leaderGauge, terms.size)
         // The engine never waits for the work: interruption is forked.
-        if (live.work !== undefined) yield* Fiber.interruptFork(live.work)
+        if (live.work !== undefined) yield* interruptSignal(live.work)
         const hook = live.group === undefined ? hooks.get(live.handle) : groupHooks.get(live.group)
         if (hook !== undefined) yield* hook.onRevoked(live.term, effect.reason)
       })
@@ -387,7 +495,7 @@ export const make = (
     const perform = (effect: Engine.Effect, now: number): Effect.Effect<void> => {
       switch (effect._tag) {
         case "Call":
-          return Effect.asVoid(performCall(effect))
+          return performCall(effect, now)
         case "Arm":
           return cancelTimer(effect.key).pipe(
             Effect.zipRight(
@@ -521,12 +629,17 @@ export const make = (
         }
       })
 
-    const lock = (name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
+    /** Holds the lock `name` until the scope closes; `onRevoked` runs (in the loop) when the term ends. */
+    const lockWith = (
+      name: string,
+      options: LockOptions | undefined,
+      onRevoked: () => Effect.Effect<void>
+    ): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
       Effect.gen(function*() {
         const won = yield* Deferred.make<Term.Term>()
         yield* startHandle(name, "lock", false, {
           onElected: (term) => Effect.as(Deferred.succeed(won, term), Option.none()),
-          onRevoked: () => Effect.void
+          onRevoked
         })
         const timeout = options?.timeout
         if (timeout === undefined) return yield* Deferred.await(won)
@@ -538,6 +651,9 @@ export const make = (
         )
       })
 
+    const lock = (name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
+      lockWith(name, options, () => Effect.void)
+
     const withLock = <A, E, R>(
       name: string,
       body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
@@ -545,13 +661,23 @@ export const make = (
     ): Effect.Effect<A, E | LockError, R> =>
       Effect.scoped(
         Effect.gen(function*() {
-          const term = yield* lock(name, options)
-          const lost = Effect.flatMap(
-            term.revoked,
-            (reason) => Effect.fail(new LockLostError({ name, token: term.token, reason }))
+          // The body runs in a child fiber that the term's revocation interrupts (no race fiber).
+          let running: Fiber.RuntimeFiber<A, E> | undefined
+          const term = yield* lockWith(
+            name,
+            options,
+            () => running === undefined ? Effect.void : interruptSignal(running)
           )
-          const run = Effect.isEffect(body) ? body : body(term)
-          return yield* Effect.raceFirst(run, lost)
+          const fiber = yield* Effect.fork(Effect.isEffect(body) ? body : body(term))
+          running = fiber
+          // Revoked between the grant and the fork: the hook found no fiber to interrupt.
+          if (Option.isSome(yield* term.revokedReason)) yield* interruptSignal(fiber)
+          const exit = yield* Fiber.await(fiber)
+          if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
+            const reason = yield* term.revokedReason
+            if (Option.isSome(reason)) return yield* new LockLostError({ name, token: term.token, reason: reason.value })
+          }
+          return yield* exit
         })
       )
 

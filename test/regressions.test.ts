@@ -157,13 +157,18 @@ describe("regressions", () => {
           expect((yield* callsOf(a!, "keepAlive", faultAt)).length).toBeGreaterThanOrEqual(2)
 
           yield* SimbaTest.advance(Duration.millis(2 * L))
-          const successor = Option.getOrThrow(yield* electionB.term)
+          // The next term goes to whichever client's acquire lands first once the lease is free: b,
+          // waiting, or a, whose acquires still work when only its renewals fail.
+          const successors = [yield* electionA.term, yield* electionB.term].filter(Option.isSome).map((t) => t.value)
+          expect(successors).toHaveLength(1)
+          const successor = successors[0]!
           expect(successor.token).toBeGreaterThan(term.token)
           const intervals = yield* recorder.intervals
           const aInterval = intervals.find((i) => i.client === "a" && i.token === term.token)!
-          const bInterval = intervals.find((i) => i.client === "b" && i.token === successor.token)!
           expect(aInterval.end).toBe(deadline)
-          expect(bInterval.start).toBeGreaterThanOrEqual(deadline)
+          const later = intervals.filter((i) => i.token > term.token)
+          expect(later.length).toBeGreaterThanOrEqual(1)
+          for (const interval of later) expect(interval.start).toBeGreaterThanOrEqual(deadline)
           expect(yield* recorder.violations).toEqual([])
           yield* a!.faults.heal
         }))
