@@ -549,7 +549,9 @@ export const make = (
 
     yield* Effect.forkIn(loop, scope)
     yield* backend.hints.pipe(
-      Stream.runForEach((hint) => offer({ _tag: "Hint", hint })),
+      Stream.runForEach((hint) =>
+        Effect.flatMap(Ref.get(state), (current) => Engine.wantsHint(current, hint) ? offer({ _tag: "Hint", hint }) : Effect.void)
+      ),
       Effect.forkIn(scope)
     )
     yield* offer({ _tag: "Boot" })

@@ -138,6 +138,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as PubSub from "effect/PubSub"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
@@ -747,11 +748,13 @@ const HomeKeepAliveResult = Schema.Union(
   Expired
 )
 const SlotKeepAliveResult = Schema.Tuple(LeaseList, GroupList, Schema.String)
+const SlotKeepAliveResults = Schema.Array(SlotKeepAliveResult)
 const HomeCloseResult = Schema.Tuple(Millis, Schema.Array(Schema.String), Schema.Array(Schema.String))
 const HomeJoinResult = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Expired)
 const JoinResult = Schema.Literal("joined", "expired")
 const Members = Schema.Array(Schema.String)
 const Count = Schema.Int
+const Counts = Schema.Array(Count)
 
 // -------------------------------------------------------------------------------------------------
 // Connections
@@ -963,10 +966,11 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
 
     // Hints: a dedicated subscriber connection, resubscribed by ioredis after a reconnect.
     const hintsPubSub = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
-    // Runs at once (publishing to a sliding PubSub never waits), so hints keep the order of the
-    // messages; never throws, even once the PubSub is shut down.
+    // Synchronous, so hints keep the order of the messages, and without a fiber per message; never
+    // throws, even once the PubSub is shut down (4,096 unread hints: later ones are dropped, and the
+    // engine's retries cover them).
     const publishHint = (hint: Hint) => {
-      runFork(PubSub.publish(hintsPubSub, hint), { immediate: true })
+      hintsPubSub.unsafeOffer(hint)
     }
     const leaseChannel = k.lease("")
     const leaseHead = leaseChannel.slice(0, -1)
@@ -1003,8 +1007,25 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
       client.evalsha(s.sha, keyList.length, ...keyList, ...args).catch((error: unknown) =>
         isNoScript(error) ? client.eval(s.lua, keyList.length, ...keyList, ...args) : Promise.reject(error)
       )
-    const decode = <A, I>(operation: string, schema: Schema.Schema<A, I>) => (raw: unknown) =>
-      Schema.decodeUnknown(schema)(raw).pipe(Effect.mapError((error) => backendError(operation, error)))
+    // Synchronous decoding, one parser per reply schema: the schemas have no effects, and the
+    // Effect-based parser costs more than the round trip on a busy client.
+    const parsers = new Map<unknown, (raw: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+    const parserOf = <A, I>(schema: Schema.Schema<A, I>) => {
+      let parse = parsers.get(schema)
+      if (parse === undefined) {
+        parse = Schema.decodeUnknownEither(schema)
+        parsers.set(schema, parse)
+      }
+      return parse as (raw: unknown) => Either.Either<A, ParseResult.ParseError>
+    }
+    const decode = <A, I>(operation: string, schema: Schema.Schema<A, I>) => {
+      const parse = parserOf(schema)
+      return (raw: unknown): Effect.Effect<A, BackendError> =>
+        Either.match(parse(raw), {
+          onLeft: (error) => Effect.fail(backendError(operation, error)),
+          onRight: Effect.succeed
+        })
+    }
 
     /** Runs one script and decodes its reply. */
     const run = <A, I>(
@@ -1026,14 +1047,14 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
     const runAll = <A, I>(
       operation: string,
       calls: ReadonlyArray<Call>,
-      schema: Schema.Schema<A, I>
+      schema: Schema.Schema<ReadonlyArray<A>, ReadonlyArray<I>>
     ): Effect.Effect<ReadonlyArray<A>, BackendError> =>
       calls.length === 0
         ? Effect.succeed([])
         : Effect.tryPromise({
           try: () => Promise.all(calls.map(send)),
           catch: (cause) => backendError(operation, scrub(cause))
-        }).pipe(Effect.flatMap(decode(operation, Schema.Array(schema))))
+        }).pipe(Effect.flatMap(decode(operation, schema)))
 
     const ttlMillis = (operation: string, ttl: Duration.Duration): Effect.Effect<number, BackendError> => {
       const ms = Duration.toMillis(ttl)
@@ -1209,7 +1230,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
               keys: [k.shadow(w.tag, sessionId), k.shadowLeases(w.tag, sessionId), ...w.groups.map(k.group)],
               args: [sessionId, remaining, leasePrefix, w.seq, ...w.groups]
             })),
-            SlotKeepAliveResult
+            SlotKeepAliveResults
           )
           const prune = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
           if (prune.length > 0) {
@@ -1239,7 +1260,7 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
               keys: [k.shadow(w.tag, sessionId), k.shadowLeases(w.tag, sessionId), ...w.groups.map(k.group)],
               args: [sessionId, leasePrefix, w.seq === "" ? "" : "1", Math.max(left, 1), k.shadow(w.tag, "")]
             })),
-            Count
+            Counts
           )
         }),
       acquire: (sessionId, name) =>
