@@ -1154,7 +1154,7 @@ export const electionByName = (state: State, name: string): ElectionState | unde
 
 /**
  * Whether `hint` could change anything in `state`: a `Released` for a name one of its elections leads
- * or waits for, a `GroupChanged` for a group it belongs to. The shell drops the others before they
+ * or waits for (unless reserved for another session), a `GroupChanged` for a group it belongs to. The shell drops the others before they
  * reach the loop (every client hears every release in its key space). Dropping on a state read a
  * little earlier is safe: an election that starts after the hint arrived sends its first acquire
  * after the release it reports.
@@ -1162,8 +1162,10 @@ export const electionByName = (state: State, name: string): ElectionState | unde
 export const wantsHint = (state: State, hint: HintEvent): boolean => {
   if (state.closed) return false
   if (hint._tag === "Released") {
+    // Reserved for another session: only a leader of the name cares (see `hint`).
+    const forOther = hint.to !== undefined && hint.to !== state.session.id
     for (const e of state.elections.values()) {
-      if (e.name === hint.name && (e.status === "LEADER" || e.status === "CANDIDATE")) return true
+      if (e.name === hint.name && (e.status === "LEADER" || (e.status === "CANDIDATE" && !forOther))) return true
     }
     return false
   }
