@@ -51,6 +51,7 @@ export type ElectionKind = "election" | "lock" | "partition"
 
 export type HintEvent =
   | { readonly _tag: "Released"; readonly name: string; readonly to?: string | undefined }
+  | { readonly _tag: "Granted"; readonly name: string; readonly to: string; readonly token: bigint }
   | { readonly _tag: "GroupChanged"; readonly group: string }
 
 export type Event =
@@ -165,6 +166,13 @@ export interface ElectionState {
   readonly attempt: number | undefined
   /** A `released` hint arrived while an attempt was in flight: try again at once after it. */
   readonly hinted: boolean
+  /**
+   * The highest token of the name this election has seen (a holder's, in a `HeldBy` reply; its own
+   * terms'; every token this client gave back). A lease nobody asked for (pushed grant, renewal
+   * listing) is adopted only above it: a later grant to a queued session always is, while a late or
+   * duplicate message of an earlier grant is not.
+   */
+  readonly seenToken: bigint | undefined
   /** The lease this election holds (LEADER), or still holds during HANDOVER (then `revoked`). */
   readonly term: TermState | undefined
   readonly cooldownUntil: number
@@ -551,7 +559,7 @@ const reconcileLeases = (
   for (const [name, token] of held) {
     const claimants = byName.get(name) ?? []
     const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
-    if (!wanted) giveBack(s, sessionId, name, token)
+    if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
   }
 }
 
@@ -594,6 +602,7 @@ const newElection = (
     status: "CANDIDATE",
     attempt: undefined,
     hinted: false,
+    seenToken: undefined,
     term: undefined,
     cooldownUntil: 0,
     afterHandover: "stop",
@@ -675,6 +684,7 @@ const onAcquire = (
       return scheduleRetry(s, e, ev.sentAt)
     }
     case "HeldBy":
+      see(e, response.token)
       if (e.hinted) return tryAcquire(s, e)
       return scheduleRetry(s, e, ev.sentAt, response.remaining)
     case "Expired":
@@ -686,9 +696,14 @@ const onAcquire = (
   }
 }
 
+const see = (e: Mutable<ElectionState>, token: bigint | undefined): void => {
+  if (token !== undefined && (e.seenToken === undefined || token > e.seenToken)) e.seenToken = token
+}
+
 const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
   const sessionId = s.session.id as string
   const termId = nextId(s)
+  see(e, token)
   e.term = {
     termId,
     token,
@@ -738,6 +753,10 @@ const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
  * idempotent), and adopting that grant would make a term of a lease the late release then frees.
  */
 const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
+  // A renewal reply or a pushed grant may still name this token later: never adopt it then.
+  for (const e of s.elections.values()) {
+    if (e.name === name) see(e, token)
+  }
   const above = s.released.get(name)
   if (sessionId === s.session.id && (above === undefined || token > above)) writableReleased(s).set(name, token)
   call(s, { _tag: "Release", sessionId, name, token })
@@ -899,6 +918,7 @@ const timer = (s: Step, key: string, id: number): void => {
 }
 
 const hint = (s: Step, h: HintEvent): void => {
+  if (h._tag === "Granted") return pushedGrant(s, h)
   if (h._tag === "Released") {
     // A name we lead was released by someone else: the backend may have lost our session early
     // (failover, eviction). Renew now instead of at the next period, so the term ends promptly.
@@ -920,6 +940,60 @@ const hint = (s: Step, h: HintEvent): void => {
   for (const g of s.groups.values()) {
     if (g.group === h.group) listMembers(s, g)
   }
+}
+
+/**
+ * The backend handed a freed lease to a waiting session. For another session: a name we lead went to
+ * someone else, so renew now (as for `Released`). For ours: the candidate of that name retries right
+ * after its acquire in flight if it has one (the reply then carries the grant); otherwise see
+ * `unaskedLease`.
+ */
+const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>): void => {
+  if (h.to !== s.session.id) {
+    for (const e of s.elections.values()) {
+      if (e.name === h.name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
+        renew(s)
+        break
+      }
+    }
+    return
+  }
+  let candidate: Mutable<ElectionState> | undefined
+  for (const e of s.elections.values()) {
+    if (e.name !== h.name) continue
+    // Already ours (a duplicate, or the reply of an acquire came first).
+    if (e.term !== undefined && e.term.sessionId === h.to && e.term.token === h.token) return
+    if (e.status === "CANDIDATE") candidate = e
+  }
+  if (candidate !== undefined && candidate.attempt !== undefined) {
+    candidate.hinted = true
+    return
+  }
+  unaskedLease(s, candidate, h.to, h.name, h.token)
+}
+
+/**
+ * A lease the session holds that no reply granted: handed to it by the backend's FIFO hand-off (a
+ * pushed grant, or one whose message was lost and that a renewal lists), or the leftover of an
+ * abandoned attempt. The waiting candidate adopts it only if the token is above every token of the
+ * name it has seen (a holder's in a `HeldBy`, its own terms': so never a late or duplicate message, or a
+ * renewal reply, about an earlier grant) and above any we released, and the session is live. Otherwise
+ * it is given back (a no-op on the backend when stale).
+ */
+const unaskedLease = (
+  s: Step,
+  candidate: Mutable<ElectionState> | undefined,
+  sessionId: string,
+  name: string,
+  token: bigint
+): void => {
+  const releasedAbove = s.released.get(name)
+  const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
+    (releasedAbove === undefined || token > releasedAbove)
+  if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
+    return adopt(s, candidate, token)
+  }
+  giveBack(s, sessionId, name, token)
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1154,13 +1228,21 @@ export const electionByName = (state: State, name: string): ElectionState | unde
 
 /**
  * Whether `hint` could change anything in `state`: a `Released` for a name one of its elections leads
- * or waits for (unless reserved for another session), a `GroupChanged` for a group it belongs to. The shell drops the others before they
+ * or waits for (unless reserved for another session), a `Granted` to its session or of a name it leads, a `GroupChanged` for a group it belongs to. The shell drops the others before they
  * reach the loop (every client hears every release in its key space). Dropping on a state read a
  * little earlier is safe: an election that starts after the hint arrived sends its first acquire
  * after the release it reports.
  */
 export const wantsHint = (state: State, hint: HintEvent): boolean => {
   if (state.closed) return false
+  if (hint._tag === "Granted") {
+    // Ours: adopted or given back. Another session's: only a leader of the name cares.
+    if (hint.to === state.session.id) return true
+    for (const e of state.elections.values()) {
+      if (e.name === hint.name && e.status === "LEADER") return true
+    }
+    return false
+  }
   if (hint._tag === "Released") {
     // Reserved for another session: only a leader of the name cares (see `hint`).
     const forOther = hint.to !== undefined && hint.to !== state.session.id

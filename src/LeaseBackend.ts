@@ -84,6 +84,13 @@ export type Hint = Data.TaggedEnum<{
    * anyone may try (no queue, or a backend without reservations).
    */
   Released: { readonly name: string; readonly to?: string | undefined }
+  /**
+   * The backend gave the freed lease `name` straight to the waiting session `to`, with `token` (a
+   * server-side hand-off: the waiter holds it without another round trip). The session `to` adopts it
+   * if one of its candidates still wants it and releases it otherwise; a lost message costs a delay
+   * only, since the next renewal lists the lease among the session's own.
+   */
+  Granted: { readonly name: string; readonly to: string; readonly token: bigint }
   /** The membership of `group` changed. */
   GroupChanged: { readonly group: string }
 }>
@@ -109,7 +116,7 @@ export interface LeaseBackendService {
   readonly leave: (sessionId: string, group: string) => Effect.Effect<void, BackendError>
   /** The live members (session ids) of `group`, expired sessions excluded. */
   readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, BackendError>
-  /** Released and group-change pushes; `Stream.empty` for a backend that has none. */
+  /** Released, granted and group-change pushes; `Stream.empty` for a backend that has none. */
   readonly hints: Stream.Stream<Hint>
 }
 

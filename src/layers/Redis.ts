@@ -26,8 +26,9 @@
  *   expiring with it.
  * - `simba:group:{g}`: sorted set of member session ids scored by their expiry (server epoch ms);
  *   expired members are dropped (`ZREMRANGEBYSCORE`) before any read.
- * - Pub/sub: a release (and a session close, for each lease) publishes `released` on the channel
- *   named exactly like the lease key, `simba:lease:{name}`; a group change publishes `joined`,
+ * - Pub/sub: a release (and a session close, for each lease) publishes `released` (or, handing it
+ *   off, `granted:<sid>:<token>` / `released:<sid>`) on the channel named exactly like the lease key,
+ *   `simba:lease:{name}`; a group change publishes `joined`,
  *   `left` or `expired` on the channel named like the group key, `simba:group:{g}`. The subscriber
  *   connection listens with `PSUBSCRIBE simba:lease:*` and `simba:group:*`.
  *
@@ -40,12 +41,22 @@
  *
  * - an acquire refused because of a live holder (or another session's reservation) adds the
  *   requester to the queue (`ZADD NX`: a waiter keeps its place when it asks again);
- * - when the lease becomes free (release, closeSession, or an acquire finding the holder's session
- *   gone), the first waiter whose session is still alive (on one node its session key, with
- *   `routeBySlot` its shadow in the lease's slot, not closed; dead ones leave the queue) gets a
- *   reservation of `reservationMillis` (250 ms) and the release publishes `released:<sid>`, which
- *   the subscriber turns into `Hint.Released({ name, to: sid })` (clients other than `sid` ignore
- *   it); a plain `released` (nobody waits; and the message of older versions) is a hint without `to`;
+ * - when a release or closeSession frees the lease, without `routeBySlot` the script **grants** it
+ *   to the first waiter whose session is still alive (dead ones leave the queue): the next token,
+ *   the lease in that session's set, exactly as its own acquire would, and publishes
+ *   `granted:<sid>:<token>`, which the subscriber turns into `Hint.Granted({ name, to, token })`.
+ *   The waiter's client adopts it without another round trip (the hand-off costs one release plus
+ *   one pub/sub message); if the message is lost, its next renewal lists the lease and it adopts it
+ *   then; a client that no longer wants it releases it, and it goes to the next waiter. The engine
+ *   adopts a lease it did not ask for only when its token is above every token of the name it has
+ *   seen (see `Engine`), so a late or repeated message can never revive an old grant;
+ * - with `routeBySlot`, and when an acquire finds the holder's session gone (takeover), the first live
+ *   waiter (with `routeBySlot`: its shadow in the lease's slot, not closed) gets a reservation of
+ *   `reservationMillis` (250 ms) instead, published as `released:<sid>`, which the subscriber turns
+ *   into `Hint.Released({ name, to: sid })` (clients other than `sid` ignore it): a grant there
+ *   would need the waiter's registration in that slot to be current, which only its own acquire
+ *   establishes; a plain `released` (nobody waits; and the message of older versions) is a hint
+ *   without `to`;
  * - while the reservation runs, only that session is granted the lease; the others are told
  *   `HeldBy` with `remaining` = what is left of the reservation, and queued. The grant removes the
  *   requester from the queue and clears the reservation;
@@ -57,8 +68,8 @@
  * (a few round trips plus an event-loop stall of a loaded client), short enough that a waiter that
  * stopped waiting delays the others once, briefly. Safety is unchanged: reservations only decide
  * *who* among the candidates may take a free lease; tokens, server-time decisions and "never revive"
- * are exactly as before. An uncontended acquire (free lease, empty queue) stays one script call, and a
- * release one call. In a cluster a waiter whose only link to the lease's slot is its shadow there
+ * are exactly as before, and a grant by hand-off is the grant the waiter's own acquire would get. An
+ * uncontended acquire (free lease, empty queue) stays one script call, and a release one call. In a cluster a waiter whose only link to the lease's slot is its shadow there
  * counts as alive while that shadow lives (it is extended by the waiter's own acquires; a renewal
  * drops a slot where the session holds nothing): a waiter silent for longer than its ttl may be
  * skipped, and queues again at the back when it next asks.
@@ -398,14 +409,30 @@ local function reserve(lk, sid, now)
   redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${RESERVE_MS})
   redis.call('PUBLISH', lk, 'released:' .. sid)
 end
--- lk was held (so carries no reservation: a grant clears it) and just became free: reserve it for
--- the first live waiter, or publish a plain 'released' when nobody waits.
-local function hand_off(lk, q, hp, hs)
+-- One node: grant the free lease lk (name) to the live waiter head, as its acquire would, and tell
+-- it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
+local function grant_to(lk, q, name, head, hp, hs)
+  local home = hp .. head .. hs
+  local own = redis.call('PTTL', home)
+  local token = redis.call('HINCRBY', lk, 'token', 1)
+  redis.call('HSET', lk, 'session', head, 'expires', now_ms() + own)
+  redis.call('ZREM', q, head)
+  local set = home .. ':leases'
+  redis.call('SADD', set, name)
+  extend(set, own)
+  redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
+end
+-- lk was held (so carries no reservation: a grant clears it) and just became free: on one node grant
+-- it to the first live waiter; in a cluster (hs == '': the waiter's registration lives in another
+-- slot, see "Redis Cluster") reserve it for that waiter; publish a plain 'released' when nobody waits.
+local function hand_off(lk, q, name, hp, hs)
   local head = next_waiter(q, hp, hs)
-  if head then
-    reserve(lk, head, now_ms())
-  else
+  if not head then
     redis.call('PUBLISH', lk, 'released')
+  elseif hs ~= '' then
+    grant_to(lk, q, name, head, hp, hs)
+  else
+    reserve(lk, head, now_ms())
   end
 end
 -- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
@@ -419,7 +446,7 @@ local function release_all(set, sid, lease_prefix, hp, hs)
     local lk = lease_prefix .. name .. '}'
     if redis.call('HGET', lk, 'session') == sid then
       redis.call('HDEL', lk, 'session', 'expires')
-      hand_off(lk, lk .. ':queue', hp, hs)
+      hand_off(lk, lk .. ':queue', name, hp, hs)
     end
   end
 end
@@ -493,7 +520,7 @@ local h = redis.call('HMGET', KEYS[1], 'session', 'token')
 if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], 'session', 'expires')
 redis.call('SREM', KEYS[2], ARGV[3])
-hand_off(KEYS[1], KEYS[3], ARGV[4], ARGV[5])
+hand_off(KEYS[1], KEYS[3], ARGV[3], ARGV[4], ARGV[5])
 return 1
 `
   ),
@@ -979,9 +1006,16 @@ export const make = (options: RedisOptions): Effect.Effect<LeaseBackendService, 
       if (!channel.endsWith("}")) return
       if (channel.startsWith(leaseHead)) {
         const name = channel.slice(leaseHead.length, -1)
-        // `released:<sid>`: reserved for that session (FIFO hand-off); plain `released`: anyone may try.
+        // `granted:<sid>:<token>`: handed to that session (FIFO hand-off, one node); `released:<sid>`:
+        // reserved for that session (FIFO hand-off, cluster); plain `released`: anyone may try.
         if (message === "released") publishHint(Hint.Released({ name }))
         else if (message.startsWith("released:")) publishHint(Hint.Released({ name, to: message.slice(9) }))
+        else if (message.startsWith("granted:")) {
+          const [to, token] = message.slice(8).split(":")
+          if (to !== undefined && token !== undefined && /^[1-9][0-9]*$/.test(token)) {
+            publishHint(Hint.Granted({ name, to, token: BigInt(token) }))
+          }
+        }
       } else if (channel.startsWith(groupHead)) {
         publishHint(Hint.GroupChanged({ group: channel.slice(groupHead.length, -1) }))
       }

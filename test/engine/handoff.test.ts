@@ -1,11 +1,12 @@
 /**
- * The targeted `released` hint (FIFO hand-off): a backend that reserved the lease for one waiting
- * session names it in `to`; every other session ignores the hint, that one (or a hint without `to`)
- * acquires at once as before.
+ * The FIFO hand-off hints. The targeted `released` hint: a backend that reserved the lease for one
+ * waiting session names it in `to`; every other session ignores the hint, that one (or a hint without
+ * `to`) acquires at once as before. The pushed grant: a backend that handed the lease to a waiting
+ * session says so with the token; that session adopts it when it can tell the grant is fresh.
  */
 import { describe, expect, it } from "vitest"
 import type * as Engine from "../../src/Engine.js"
-import { heldBy, liveDriver, released, shows } from "./harness.js"
+import { done, granted, heldBy, live, liveDriver, released, shows, stepDown } from "./harness.js"
 
 const releasedTo = (name: string, to: string): Engine.Event => ({ _tag: "Hint", hint: { _tag: "Released", name, to } })
 
@@ -67,5 +68,106 @@ describe("Engine: a released hint for a name this client leads", () => {
     d.lead(1, "a", 5n)
     d.send(released("a"), 200)
     expect(shows(d.send(released("a"), 201)).filter((line) => line.startsWith("Call KeepAlive"))).toEqual([])
+  })
+})
+
+const grantedTo = (name: string, to: string, token: bigint): Engine.Event => ({
+  _tag: "Hint",
+  hint: { _tag: "Granted", name, to, token }
+})
+
+describe("Engine: a lease the backend hands to this session (pushed grant)", () => {
+  it("a queued candidate adopts a grant above the token it was refused with, without a round trip", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    expect(shows(d.send(grantedTo("a", "s1", 4n), 300))).toEqual([
+      "Disarm retry:1",
+      "Elected a#4",
+      "Publish Elected a#4",
+      "Publish StatusChanged a LEADER"
+    ])
+    expect(d.byName("a")?.status).toBe("LEADER")
+    expect(d.calls("Acquire", "a")).toHaveLength(0)
+  })
+
+  it("a grant not above the token the candidate has seen is a late message of an earlier grant: given back", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    expect(shows(d.send(grantedTo("a", "s1", 3n), 300))).toEqual(["Call Release a#3@s1"])
+    expect(d.byName("a")?.status).toBe("CANDIDATE")
+  })
+
+  it("a candidate never refused (no HeldBy seen) cannot tell a fresh grant from a stale one: given back", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", { _tag: "Failed", error: "timeout" }, 100)
+    expect(shows(d.send(grantedTo("a", "s1", 9n), 300))).toEqual(["Call Release a#9@s1"])
+  })
+
+  it("with an acquire in flight, the candidate tries again right after its reply instead", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    expect(d.send(grantedTo("a", "s1", 4n), 10)).toEqual([])
+    expect(shows(d.acquireReply("a", heldBy(3n, 10_000), 20))).toEqual(["Call Acquire a@s1"])
+    expect(shows(d.acquireReply("a", granted(4n), 30))).toContain("Elected a#4")
+  })
+
+  it("a duplicate of the grant already adopted changes nothing", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    d.send(grantedTo("a", "s1", 4n), 300)
+    expect(d.send(grantedTo("a", "s1", 4n), 310)).toEqual([])
+  })
+
+  it("a grant after the term ended (stepped down, released) is not adopted again", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    d.send(grantedTo("a", "s1", 4n), 300)
+    d.send(stepDown(1, 10, 2001), 400)
+    d.reply("Release", done, 410)
+    d.fire("cooldown:1", 500)
+    const late = shows(d.send(grantedTo("a", "s1", 4n), 600))
+    expect(late.some((line) => line.startsWith("Elected"))).toBe(false)
+  })
+
+  it("nobody wants it (no candidate of that name): given back", () => {
+    const d = liveDriver()
+    expect(shows(d.send(grantedTo("a", "s1", 4n), 300))).toEqual(["Call Release a#4@s1"])
+  })
+
+  it("a grant to another session of a name we lead renews at once", () => {
+    const d = liveDriver()
+    d.lead(1, "a", 5n)
+    const effects = shows(d.send(grantedTo("a", "s2", 6n), 200))
+    expect(effects.filter((line) => line.startsWith("Call KeepAlive"))).toHaveLength(1)
+  })
+
+  it("a grant to another session is ignored by a candidate", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    expect(d.send(grantedTo("a", "s2", 4n), 300)).toEqual([])
+  })
+
+  it("a grant whose message was lost is adopted when the renewal lists the lease", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    d.fire("renew", 5_000)
+    expect(shows(d.reply("KeepAlive", live(15_000, [["a", 4n]]), 5_010))).toContain("Elected a#4")
+  })
+
+  it("a renewal listing a lease whose token the candidate has already seen gives it back", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(4n), 100)
+    d.fire("renew", 5_000)
+    const effects = shows(d.reply("KeepAlive", live(15_000, [["a", 4n]]), 5_010))
+    expect(effects).toContain("Call Release a#4@s1")
+    expect(effects.some((line) => line.startsWith("Elected"))).toBe(false)
   })
 })

@@ -190,13 +190,24 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
 
   it("a held lease listed with another token is taken over too, and that other lease (unwanted) is released", () => {
     const d = liveDriver()
-    d.lead(1, "a", 7n)
+    d.lead(1, "a", 7n, { kind: "lock" })
     d.fire("renew")
     const effects = d.reply("KeepAlive", live(15_000, [["a", 9n]]), 5_010)
     const names = shows(effects)
     expect(names).toContain("Revoked a#7 TAKEN_OVER")
     expect(names).toContain("Call Release a#9@s1")
     expect(names.indexOf("Revoked a#7 TAKEN_OVER")).toBeLessThan(names.indexOf("Call Release a#9@s1"))
+  })
+
+  it("an election whose term was taken over adopts the lease listed with a higher token (handed to it)", () => {
+    const d = liveDriver()
+    d.lead(1, "a", 7n)
+    d.fire("renew")
+    const names = shows(d.reply("KeepAlive", live(15_000, [["a", 9n]]), 5_010))
+    expect(names).toContain("Revoked a#7 TAKEN_OVER")
+    expect(names).toContain("Elected a#9")
+    expect(names.indexOf("Revoked a#7 TAKEN_OVER")).toBeLessThan(names.indexOf("Elected a#9"))
+    expect(names.some((line) => line.startsWith("Call Release"))).toBe(false)
   })
 
   it("an owned lease that no election holds or is acquiring is released with its token", () => {

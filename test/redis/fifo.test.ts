@@ -1,8 +1,10 @@
 /**
  * The FIFO hand-off of the Redis backend, at the SPI level, on the real servers in every mode: a
- * refused acquire queues the session; a freed lease is reserved for the first live waiter (for
- * `reservationMillis`) and the `released` hint names it; dead waiters are skipped; a reservation not
- * taken in time passes to the next waiter. Real time, short ttl, unique names per test.
+ * refused acquire queues the session; a released lease goes to the first live waiter: without
+ * `routeBySlot` it is granted to it at once (`Granted` hint with the token), with it (cluster) it is
+ * reserved for it (for `reservationMillis`) and the `released` hint names it; dead waiters are skipped; a reservation not
+ * taken in time passes to the next waiter; a takeover reserves in every mode. Real time, short ttl,
+ * unique names per test.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -25,6 +27,12 @@ const heldBy = (reply: AcquireReply) => {
 }
 const releasedOf = (name: string) => (hint: Hint): hint is Extract<Hint, { _tag: "Released" }> =>
   hint._tag === "Released" && hint.name === name
+const grantedOf = (name: string) => (hint: Hint): hint is Extract<Hint, { _tag: "Granted" }> =>
+  hint._tag === "Granted" && hint.name === name
+/** The hand-off hints of `name`: a grant (one node) or a targeted release (cluster). */
+const handOffOf = (name: string) => (hint: Hint): boolean => grantedOf(name)(hint) || releasedOf(name)(hint)
+const handedTo = (hint: Hint): string | undefined =>
+  hint._tag === "Granted" || hint._tag === "Released" ? hint.to : undefined
 
 for (const mode of modes) {
   describe(`Redis FIFO hand-off, ${mode.label}`, () => {
@@ -74,24 +82,30 @@ for (const mode of modes) {
         for (let i = 0; i < waiters.length; i++) {
           const before = (yield* watch.seen).length
           yield* b.release(owner, name, token)
-          // The hint is reserved for the head, and only for it.
-          yield* watch.awaitSeen((hints) => hints.slice(before).some(releasedOf(name)))
-          const hints = (yield* watch.seen).slice(before).filter(releasedOf(name))
-          expect(hints.map((h) => h.to)).toEqual([waiters[i]])
-          // Everyone else is refused (and keeps its place), for at most the reservation.
+          // The hint names the head, and only it: granted to it (one node) or reserved for it (cluster).
+          yield* watch.awaitSeen((hints) => hints.slice(before).some(handOffOf(name)))
+          const hints = (yield* watch.seen).slice(before).filter(handOffOf(name))
+          expect(hints.map(handedTo)).toEqual([waiters[i]])
+          const hint = hints[0]!
+          expect(hint._tag).toBe(mode.routeBySlot ? "Released" : "Granted")
+          // Everyone else is refused (and keeps its place); with a reservation for at most its time.
           for (const other of waiters.slice(i + 1)) {
             const reply = heldBy(yield* b.acquire(other, name))
-            expect(Duration.toMillis(reply.remaining!)).toBeLessThanOrEqual(R)
+            if (mode.routeBySlot) expect(Duration.toMillis(reply.remaining!)).toBeLessThanOrEqual(R)
           }
           heldBy(yield* b.acquire(owner, name)) // the former owner queues behind the rest
-          token = granted(yield* b.acquire(waiters[i]!, name))
+          // The head holds it: its acquire answers with the token the grant carried (acquire is idempotent).
+          const next = granted(yield* b.acquire(waiters[i]!, name))
+          expect(next).toBe(token + 1n)
+          if (hint._tag === "Granted") expect(hint.token).toBe(next)
+          token = next
           order.push(waiters[i]!)
           owner = waiters[i]!
         }
         expect(order).toEqual(waiters)
         // The former holder queued first among the re-askers: it is next.
         yield* b.release(owner, name, token)
-        yield* watch.await((h) => releasedOf(name)(h) && h.to === holder)
+        yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === holder)
         granted(yield* b.acquire(holder, name))
         for (const sid of [holder, ...waiters]) yield* b.closeSession(sid)
       }))
@@ -117,11 +131,50 @@ for (const mode of modes) {
         const [first, second, third] = yield* queue(b, name, 3)
         yield* b.closeSession(first!)
         yield* b.release(holder, name, token)
-        yield* watch.await((h) => releasedOf(name)(h) && h.to === second)
+        yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === second)
         heldBy(yield* b.acquire(third!, name))
         granted(yield* b.acquire(second!, name))
         expect(yield* Effect.promise(() => raw.zrange(k.leaseQueue(name), 0, -1))).toEqual([third])
         for (const sid of [holder, second!, third!]) yield* b.closeSession(sid)
+      }))
+
+    it.scopedLive("a lease handed to a waiter that gives it back goes to the next waiter", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("given-back")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        const [first, second] = yield* queue(b, name, 2)
+        yield* b.release(holder, name, token)
+        yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === first)
+        // The first waiter no longer wants it (its client stopped waiting): it takes it, gives it back.
+        const handed = granted(yield* b.acquire(first!, name))
+        yield* b.release(first!, name, handed)
+        yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === second)
+        expect(granted(yield* b.acquire(second!, name))).toBe(handed + 1n)
+        for (const sid of [holder, first!, second!]) yield* b.closeSession(sid)
+      }))
+
+    it.scopedLive("a closing holder hands each of its leases to the first waiter", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("close-hands-off")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        const [waiter] = yield* queue(b, name, 1)
+        yield* b.closeSession(holder)
+        yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === waiter)
+        expect(granted(yield* b.acquire(waiter!, name))).toBe(token + 1n)
+        if (!mode.routeBySlot) {
+          // Granted, not reserved: the waiter holds it already, and its renewal lists it.
+          const reply = yield* b.keepAlive(waiter!, ttl)
+          expect(reply._tag === "Live" ? reply.leases : []).toEqual([{ name, token: token + 1n }])
+        }
+        yield* b.closeSession(waiter!)
       }))
 
     it.scopedLive("a reservation not taken within the reservation time passes to the next waiter", () =>
@@ -133,7 +186,14 @@ for (const mode of modes) {
         const holder = (yield* b.openSession(ttl)).sessionId
         const token = granted(yield* b.acquire(holder, name))
         const [idle, next, last] = yield* queue(b, name, 3)
-        yield* b.release(holder, name, token)
+        // Without routeBySlot a release grants instead of reserving; a takeover reserves in every mode.
+        if (mode.routeBySlot) {
+          yield* b.release(holder, name, token)
+        } else {
+          yield* Effect.promise(() => raw.hdel(k.lease(name), "session", "expires"))
+          yield* Effect.promise(() => raw.del(k.session(holder)))
+          heldBy(yield* b.acquire(last!, name))
+        }
         yield* watch.await((h) => releasedOf(name)(h) && h.to === idle)
         const refused = heldBy(yield* b.acquire(last!, name))
         yield* Effect.sleep(Duration.millis(Duration.toMillis(refused.remaining!) + 30))

@@ -537,7 +537,13 @@ export const formatEvent = (e: Engine.Event): string => {
     case "Reply":
       return `Reply#${e.requestId} ${formatRequest(e.request)} -> ${formatResponse(e.response)}`
     case "Hint":
-      return `Hint(${e.hint._tag} ${e.hint._tag === "Released" ? e.hint.name : e.hint.group})`
+      return `Hint(${
+        e.hint._tag === "Released"
+          ? `Released ${e.hint.name}`
+          : e.hint._tag === "Granted"
+          ? `Granted ${e.hint.name} to ${e.hint.to} token ${e.hint.token}`
+          : `GroupChanged ${e.hint.group}`
+      })`
     case "WorkExited":
       return `WorkExited(h${e.handle}, term ${e.termId})`
     case "Join":

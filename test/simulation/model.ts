@@ -7,7 +7,8 @@
  * - session ids are never reused; tokens of a name only rise, forever (release keeps the counter);
  * - acquire by the holder is idempotent (same token), `HeldBy` says how long the holder has left;
  * - releases with a stale token or by another session are no-ops;
- * - `Released` / `GroupChanged` hints are returned to the caller (the scheduler decides delivery).
+ * - `Released` / `Granted` / `GroupChanged` hints are returned to the caller (the scheduler decides
+ *   delivery); with `handOff`, a release or close grants the lease to the first live waiter.
  *
  * Two backend-side faults exist only here: `forceExpire` (the server ends a session early, e.g. an
  * operator or a ZooKeeper session killed) and `loseLease` (a lease disappears from a live session, e.g.
@@ -21,6 +22,11 @@ export interface ModelOptions {
   readonly maxTtl: number
   /** Whether `HeldBy` carries the holder's remaining time. */
   readonly heldByRemaining: boolean
+  /**
+   * FIFO hand-off as the Redis backend does on one node: a refused acquire queues the session, and a
+   * release (or close) grants the lease straight to the first live waiter with a `Granted` hint.
+   */
+  readonly handOff: boolean
 }
 
 interface ModelSession {
@@ -44,6 +50,8 @@ export class ModelBackend {
   private readonly sessions = new Map<string, ModelSession>()
   private readonly leases = new Map<string, ModelLease>()
   private readonly groups = new Map<string, Set<string>>()
+  /** Waiters per lease name, in order of their first refusal (`handOff` only). */
+  private readonly waiters = new Map<string, Array<string>>()
   private issued = 0
 
   constructor(readonly options: ModelOptions) {}
@@ -60,12 +68,17 @@ export class ModelBackend {
     return gone
   }
 
-  private drop(session: ModelSession): Array<Engine.HintEvent> {
+  private drop(session: ModelSession, handOff = false): Array<Engine.HintEvent> {
     const hints: Array<Engine.HintEvent> = []
+    this.sessions.delete(session.id)
     for (const name of session.leases) {
       const lease = this.leases.get(name)
-      if (lease !== undefined && lease.holder === session.id) lease.holder = undefined
-      hints.push({ _tag: "Released", name })
+      if (lease !== undefined && lease.holder === session.id) {
+        lease.holder = undefined
+        hints.push(handOff ? this.handOff(name, lease) : { _tag: "Released", name })
+      } else {
+        hints.push({ _tag: "Released", name })
+      }
     }
     for (const group of session.groups) {
       const members = this.groups.get(group)
@@ -73,8 +86,33 @@ export class ModelBackend {
       if (members !== undefined && members.size === 0) this.groups.delete(group)
       hints.push({ _tag: "GroupChanged", group })
     }
-    this.sessions.delete(session.id)
     return hints
+  }
+
+  /** The free lease goes to its first live waiter (`Granted`), or is announced `Released`. */
+  private handOff(name: string, lease: ModelLease): Engine.HintEvent {
+    const queue = this.waiters.get(name) ?? []
+    while (queue.length > 0 && !this.sessions.has(queue[0]!)) queue.shift()
+    const head = queue.shift()
+    if (!this.options.handOff || head === undefined) return { _tag: "Released", name }
+    lease.holder = head
+    lease.token += 1n
+    this.sessions.get(head)!.leases.add(name)
+    return { _tag: "Granted", name, to: head, token: lease.token }
+  }
+
+  private wait(name: string, sessionId: string): void {
+    if (!this.options.handOff) return
+    const queue = this.waiters.get(name) ?? []
+    if (!queue.includes(sessionId)) queue.push(sessionId)
+    this.waiters.set(name, queue)
+  }
+
+  private stopWaiting(name: string, sessionId: string): void {
+    const queue = this.waiters.get(name)
+    if (queue === undefined) return
+    const at = queue.indexOf(sessionId)
+    if (at !== -1) queue.splice(at, 1)
   }
 
   private grant(ttl: number): number {
@@ -109,15 +147,19 @@ export class ModelBackend {
       }
       case "CloseSession": {
         const session = this.sessions.get(request.sessionId)
-        return { response: { _tag: "Done" }, hints: session === undefined ? [] : this.drop(session) }
+        return { response: { _tag: "Done" }, hints: session === undefined ? [] : this.drop(session, true) }
       }
       case "Acquire": {
         const session = this.sessions.get(request.sessionId)
         if (session === undefined) return { response: { _tag: "Expired" }, hints: [] }
         const lease = this.leases.get(request.name)
         if (lease !== undefined && lease.holder !== undefined) {
-          if (lease.holder === session.id) return { response: { _tag: "Granted", token: lease.token }, hints: [] }
+          if (lease.holder === session.id) {
+            this.stopWaiting(request.name, session.id)
+            return { response: { _tag: "Granted", token: lease.token }, hints: [] }
+          }
           const holder = this.sessions.get(lease.holder)!
+          this.wait(request.name, session.id)
           return {
             response: {
               _tag: "HeldBy",
@@ -130,6 +172,7 @@ export class ModelBackend {
         const token = (lease?.token ?? 0n) + 1n
         this.leases.set(request.name, { holder: session.id, token })
         session.leases.add(request.name)
+        this.stopWaiting(request.name, session.id)
         return { response: { _tag: "Granted", token }, hints: [] }
       }
       case "Release": {
@@ -139,7 +182,7 @@ export class ModelBackend {
         }
         lease.holder = undefined
         this.sessions.get(request.sessionId)?.leases.delete(request.name)
-        return { response: { _tag: "Done" }, hints: [{ _tag: "Released", name: request.name }] }
+        return { response: { _tag: "Done" }, hints: [this.handOff(request.name, lease)] }
       }
       case "Join": {
         const session = this.sessions.get(request.sessionId)

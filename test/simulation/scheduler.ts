@@ -217,6 +217,8 @@ export interface SeedParams {
   readonly group: { readonly name: string; readonly partitions: number } | undefined
   readonly hints: boolean
   readonly heldByRemaining: boolean
+  /** The model backend hands freed leases to its first waiter (see `ModelOptions.handOff`). */
+  readonly handOff: boolean
   readonly maxTtl: number
   readonly faultEnd: number
   readonly quietEnd: number
@@ -300,7 +302,8 @@ const pickParams = (rng: Rng): SeedParams => {
     closeWeight: rng.chance(0.3) ? 0.3 : 0,
     forcedExpiries: harsh >= 2 && rng.chance(0.25) ? rng.int(1, 2) : 0,
     leaseLosses: harsh >= 2 && rng.chance(0.25) ? rng.int(1, 2) : 0,
-    actionEvery: L * rng.range(0.3, 1.5)
+    actionEvery: L * rng.range(0.3, 1.5),
+    handOff: rng.chance(0.5)
   }
 }
 
@@ -389,7 +392,7 @@ class World {
   constructor(readonly engine: EngineApi, readonly seed: number, options: RunOptions) {
     this.rng = new Rng(seed)
     this.p = pickParams(this.rng)
-    this.model = new ModelBackend({ maxTtl: this.p.maxTtl, heldByRemaining: this.p.heldByRemaining })
+    this.model = new ModelBackend({ maxTtl: this.p.maxTtl, heldByRemaining: this.p.heldByRemaining, handOff: this.p.handOff })
     this.checker = new Checker(
       (client, inc, t) => {
         const c = this.slots[client]!.current
@@ -430,7 +433,7 @@ class World {
     this.note(
       `seed ${this.seed}: ${p.clients} clients, names [${p.names.join(" ")}]${
         p.group ? `, group ${p.group.name}/${p.group.partitions}` : ""
-      }, timing ${JSON.stringify(T)}, hints ${p.hints}, heldBy.remaining ${p.heldByRemaining}, maxTtl ${
+      }, timing ${JSON.stringify(T)}, hints ${p.hints}, heldBy.remaining ${p.heldByRemaining}, hand-off ${p.handOff}, maxTtl ${
         fmt(p.maxTtl)
       }, faults until ${fmt(p.faultEnd)}, quiet until ${fmt(p.quietEnd)}, liveness bound ${fmt(p.bound)}`
     )
