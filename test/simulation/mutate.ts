@@ -89,8 +89,8 @@ export const mutations: ReadonlyArray<Mutation> = [
     name: "regress-unrecorded-release",
     description: "bug 1 (fixed): a lease released as unclaimed is not recorded, so a retried acquire racing the release adopts it",
     edits: [[
-      "if (!wanted) giveBack(s, sessionId, name, token)",
-      "if (!wanted) call(s, { _tag: \"Release\", sessionId, name, token })"
+      "  giveBack(s, sessionId, name, token)\n}",
+      "  call(s, { _tag: \"Release\", sessionId, name, token })\n}"
     ]]
   },
   {
@@ -100,6 +100,20 @@ export const mutations: ReadonlyArray<Mutation> = [
       "if (!ours) giveBack(s, request.sessionId, request.name, token)",
       "void ours\n      giveBack(s, request.sessionId, request.name, token)"
     ]]
+  },
+  // The FIFO hand-off's pushed grants (and leases a renewal lists): adopted only above every token seen.
+  {
+    name: "trust-unasked-lease",
+    description: "a lease nobody asked for (pushed grant, renewal listing) is adopted whatever its token",
+    edits: [[
+      "candidate.seenToken !== undefined && token > candidate.seenToken &&",
+      "true &&"
+    ]]
+  },
+  {
+    name: "forget-given-back",
+    description: "a token the client gave back is not remembered by the elections of the name",
+    edits: [["    if (e.name === name) see(e, token)\n", ""]]
   },
   {
     name: "revive-on-late-keepalive",
