@@ -215,6 +215,8 @@ const interruptSignal = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Ef
 
 /** What the shell does with the terms of one handle (an election, a lock or a partition group). */
 interface Hooks {
+  /** As told to the engine: when false it does not wait for the work to exit (nothing to report). */
+  readonly hasWork: boolean
   /** Returns the work to run for the term, if any. */
   readonly onElected: (term: Term.Term, partition: number | undefined) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>>
   readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
@@ -473,7 +475,7 @@ export const make = (
             // revoked, and so its work interrupted, before the client closes.
             Effect.forkDaemon
           )
-        } else {
+        } else if (hook === undefined || hook.hasWork) {
           yield* offer({ _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
         }
       })
@@ -580,12 +582,12 @@ export const make = (
       name: string,
       kind: "election" | "lock",
       hasWork: boolean,
-      handleHooks: Hooks
+      handleHooks: Omit<Hooks, "hasWork">
     ): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
       Effect.gen(function*() {
         yield* LeaseName.validate(name)
         const handle = nextId++
-        hooks.set(handle, handleHooks)
+        hooks.set(handle, { ...handleHooks, hasWork })
         const stop = request((completion) => ({ _tag: "Stop", handle, completion })).pipe(
           Effect.zipRight(Effect.sync(() => hooks.delete(handle))),
           Effect.asVoid
@@ -727,6 +729,7 @@ export const make = (
           const join = request((completion) => ({ _tag: "Join", handle, group, partitions, completion })).pipe(
             Effect.flatMap((outcome) => failStart(group, outcome)),
             Effect.zipRight(Effect.sync(() => groupHooks.set(group, {
+              hasWork: true,
               onElected: (term, partition) =>
                 Effect.succeed(
                   partition === undefined ? Option.none() : Option.some(Effect.provide(work(partition, term), context))
