@@ -1,0 +1,52 @@
+/**
+ * The FIFO hand-off seen from the clients, on the real servers: a client waiting in `withLock` gets the
+ * lock from the holder's release without sending another acquire (one node: the release script grants
+ * it and the `Granted` hint tells the client), or with one more acquire after the `released:<sid>`
+ * reservation (routeBySlot, cluster). Either way the waiter's token is the holder's plus one.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Ref, Schedule } from "effect"
+import { LeaseBackend, RedisBackend, Simba } from "simba"
+import { clientTiming, modes, uniqueName } from "./RedisServers.js"
+
+for (const mode of modes) {
+  describe(`Redis hand-off between clients, ${mode.label}`, () => {
+    /** A client whose backend counts its acquire calls. */
+    const counted = Effect.gen(function*() {
+      const backend = yield* RedisBackend.make(mode.options)
+      const acquires = yield* Ref.make(0)
+      const client = yield* Simba.make(clientTiming).pipe(
+        Effect.provideService(LeaseBackend.LeaseBackend, {
+          ...backend,
+          acquire: (sessionId, name) => Effect.zipRight(Ref.update(acquires, (n) => n + 1), backend.acquire(sessionId, name))
+        })
+      )
+      return { client, acquires }
+    })
+
+    it.scopedLive("a waiting withLock gets the lock from the holder's release, token + 1", () =>
+      Effect.gen(function*() {
+        const name = uniqueName("handoff")
+        const holder = yield* counted
+        const waiter = yield* counted
+        const held = yield* Deferred.make<bigint>()
+        const release = yield* Deferred.make<void>()
+        const holding = yield* Effect.fork(holder.client.withLock(name, (term) =>
+          Effect.zipRight(Deferred.succeed(held, term.token), Deferred.await(release))))
+        const first = yield* Deferred.await(held)
+        const waiting = yield* Effect.fork(waiter.client.withLock(name, (term) => Effect.succeed(term.token)))
+        // The waiter has asked once and been queued.
+        yield* Ref.get(waiter.acquires).pipe(
+          Effect.repeat({ until: (n) => n >= 1, schedule: Schedule.spaced("5 millis") }),
+          Effect.zipRight(Effect.sleep("100 millis"))
+        )
+        expect(yield* Ref.get(waiter.acquires)).toBe(1)
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holding)
+        const second = yield* Fiber.join(waiting).pipe(Effect.timeout("5 seconds"))
+        expect(second).toBe(first + 1n)
+        // One node: granted by the release itself; with routeBySlot: one more acquire takes the reservation.
+        expect(yield* Ref.get(waiter.acquires)).toBe(mode.routeBySlot ? 2 : 1)
+      }))
+  })
+}
