@@ -269,6 +269,13 @@ interface Step {
   readonly effects: Array<Effect>
 }
 
+/** A map of shallow copies of the values (the step mutates its copies, never the input state). */
+const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map<K, Mutable<V>> => {
+  const copy = new Map<K, Mutable<V>>()
+  for (const [key, value] of source) copy.set(key, { ...value })
+  return copy
+}
+
 export const step = (state: State, event: Event, now: number): readonly [State, ReadonlyArray<Effect>] => {
   const s: Step = {
     now,
@@ -276,8 +283,8 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
     session: { ...state.session },
     released: state.session.released,
     releasedCopied: false,
-    elections: new Map(Array.from(state.elections, ([k, v]) => [k, { ...v }])),
-    groups: new Map(Array.from(state.groups, ([k, v]) => [k, { ...v }])),
+    elections: copyEntries(state.elections),
+    groups: copyEntries(state.groups),
     timers: new Map(state.timers),
     nextId: state.nextId,
     rng: state.rng,
