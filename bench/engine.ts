@@ -315,3 +315,29 @@ export const heapPerElection = (n: number): Promise<HeapResult> => {
     )
   )
 }
+
+// -------------------------------------------------------------------------------------------------
+// Heap kept per withLock (leak check)
+// -------------------------------------------------------------------------------------------------
+
+/**
+ * Heap a long-lived client keeps per `withLock` on one name: the growth between 10,000 and 40,000
+ * sequential calls (after warm-up), divided by 30,000. A healthy client keeps nothing, so this
+ * stays near zero (noise of a few bytes either way); a leak shows as hundreds of bytes.
+ */
+export const heapPerWithLock = (): Promise<number> => {
+  const gc = collector()
+  return Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function*() {
+        const backend = yield* MemoryBackend.make
+        const client = yield* Simba.make().pipe(Effect.provideService(LeaseBackend, backend))
+        const run = (n: number) => Effect.repeatN(client.withLock("heap-lock", Effect.void), n - 1)
+        yield* run(10_000)
+        const before = heapUsed(gc)
+        yield* run(30_000)
+        return (heapUsed(gc) - before) / 30_000
+      })
+    )
+  )
+}

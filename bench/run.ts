@@ -12,7 +12,7 @@
  *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
  * - renew: one client holding 1,000 leases, 10 s window;
  * - handover: a holder releases while one contender waits (50 times, after 5 warm-up);
- * - engine: `Engine.step` events per second; heap per idle election.
+ * - engine: `Engine.step` events per second; heap per idle election; heap kept per `withLock` (a leak check).
  *
  * Keys and connection names start with `bench-<random>`; the keys are deleted at the end.
  */
@@ -269,6 +269,10 @@ const main = async () => {
     const e1000 = EngineBench.eventsPerSecond(1000, 3_000)
     row("engine", "Engine.step events/s, 10 elections in the state", "1/s", { simba: e10.eventsPerSecond })
     row("engine", "Engine.step events/s, 1,000 elections in the state", "1/s", { simba: e1000.eventsPerSecond })
+    log("engine: heap kept per withLock (40,000 calls)")
+    row("engine", "heap kept per withLock by a long-lived client (memory backend, growth over 30,000 calls)", "bytes", {
+      simba: await EngineBench.heapPerWithLock()
+    })
     log("engine: heap per idle election")
     const heap = await EngineBench.heapPerElection(1000)
     row("engine", `heap per idle election, leader (memory backend, ${heap.elections} elections)`, "bytes", {

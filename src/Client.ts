@@ -327,12 +327,18 @@ export const make = (
         return yield* Deferred.await(deferred)
       })
 
-    /** After the client's scope closed nobody will complete anything: answer every waiter `Closed`. */
+    /**
+     * After the client's scope closed nobody will complete anything: answer every waiter `Closed`.
+     * The waiters are listed when it runs: an iterator made now would live as long as the client and
+     * keep every table the map ever outgrew (V8 chains them for live iterators), a leak per call.
+     */
     const shutDown = Effect.zipRight(
       Deferred.succeed(shutdown, undefined),
-      Effect.forEach(completions.values(), (deferred) => Deferred.succeed(deferred, { _tag: "Closed" }), {
-        discard: true
-      })
+      Effect.suspend(() =>
+        Effect.forEach(Array.from(completions.values()), (deferred) => Deferred.succeed(deferred, { _tag: "Closed" }), {
+          discard: true
+        })
+      )
     )
 
     // Backend calls in flight, each with its deadline (one renewal period after it was sent). A single
