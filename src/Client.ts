@@ -598,13 +598,15 @@ export const make = (
           Effect.zipRight(Effect.sync(() => hooks.delete(handle))),
           Effect.asVoid
         )
-        yield* Effect.acquireRelease(
+        // As `acquireRelease` (the start cannot be interrupted halfway, and `stop` is registered with
+        // it), but a plain scope finalizer: `stop` needs none of the caller's fiber refs, and restoring
+        // them (two diffs and two patches of every fiber ref) cost more than the stop itself.
+        yield* Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) =>
           request((completion) => ({ _tag: "Start", handle, name, kind, hasWork, completion })).pipe(
             Effect.flatMap((outcome) => failStart(name, outcome)),
-            Effect.tapError(() => Effect.sync(() => hooks.delete(handle)))
-          ),
-          () => stop
-        )
+            Effect.tapError(() => Effect.sync(() => hooks.delete(handle))),
+            Effect.zipRight(Scope.addFinalizer(scope, stop))
+          )))
         return { handle, stop }
       })
 
