@@ -924,17 +924,23 @@ const timer = (s: Step, key: string, id: number): void => {
   }
 }
 
+/**
+ * A name we lead was released or handed to someone else: the backend may have lost our session early
+ * (failover, eviction). Renew now instead of at the next period, so the term ends promptly.
+ */
+const renewIfLeading = (s: Step, name: string): void => {
+  for (const e of s.elections.values()) {
+    if (e.name === name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
+      renew(s)
+      return
+    }
+  }
+}
+
 const hint = (s: Step, h: HintEvent): void => {
   if (h._tag === "Granted") return pushedGrant(s, h)
   if (h._tag === "Released") {
-    // A name we lead was released by someone else: the backend may have lost our session early
-    // (failover, eviction). Renew now instead of at the next period, so the term ends promptly.
-    for (const e of s.elections.values()) {
-      if (e.name === h.name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
-        renew(s)
-        break
-      }
-    }
+    renewIfLeading(s, h.name)
     // Reserved for another session (FIFO hand-off): an acquire now would only be told HeldBy.
     if (h.to !== undefined && h.to !== s.session.id) return
     for (const e of s.elections.values()) {
@@ -956,15 +962,7 @@ const hint = (s: Step, h: HintEvent): void => {
  * `unaskedLease`.
  */
 const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>): void => {
-  if (h.to !== s.session.id) {
-    for (const e of s.elections.values()) {
-      if (e.name === h.name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
-        renew(s)
-        break
-      }
-    }
-    return
-  }
+  if (h.to !== s.session.id) return renewIfLeading(s, h.name)
   let candidate: Mutable<ElectionState> | undefined
   for (const e of s.elections.values()) {
     if (e.name !== h.name) continue
@@ -1235,10 +1233,11 @@ export const electionByName = (state: State, name: string): ElectionState | unde
 
 /**
  * Whether `hint` could change anything in `state`: a `Released` for a name one of its elections leads
- * or waits for (unless reserved for another session), a `Granted` to its session or of a name it leads, a `GroupChanged` for a group it belongs to. The shell drops the others before they
- * reach the loop (every client hears every release in its key space). Dropping on a state read a
- * little earlier is safe: an election that starts after the hint arrived sends its first acquire
- * after the release it reports.
+ * or waits for (unless reserved for another session), a `Granted` to its session or of a name it
+ * leads, a `GroupChanged` for a group it belongs to. The shell drops the others before they reach the
+ * loop (every client hears every release in its key space). Dropping on a state read a little
+ * earlier is safe: an election that starts after the hint arrived sends its first acquire after the
+ * release it reports.
  */
 export const wantsHint = (state: State, hint: HintEvent): boolean => {
   if (state.closed) return false
