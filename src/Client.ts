@@ -215,8 +215,6 @@ const interruptSignal = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Ef
 
 /** What the shell does with the terms of one handle (an election, a lock or a partition group). */
 interface Hooks {
-  /** As told to the engine: when false it does not wait for the work to exit (nothing to report). */
-  readonly hasWork: boolean
   /** Returns the work to run for the term, if any. */
   readonly onElected: (term: Term.Term, partition: number | undefined) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>>
   readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
@@ -481,7 +479,8 @@ export const make = (
             // revoked, and so its work interrupted, before the client closes.
             Effect.forkDaemon
           )
-        } else if (hook === undefined || hook.hasWork) {
+        } else if (effect.hasWork) {
+          // The engine waits for the work it was told of; for a term without work it waits for nothing.
           yield* offer({ _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
         }
       })
@@ -588,12 +587,12 @@ export const make = (
       name: string,
       kind: "election" | "lock",
       hasWork: boolean,
-      handleHooks: Omit<Hooks, "hasWork">
+      handleHooks: Hooks
     ): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
       Effect.gen(function*() {
         yield* LeaseName.validate(name)
         const handle = nextId++
-        hooks.set(handle, { ...handleHooks, hasWork })
+        hooks.set(handle, handleHooks)
         const stop = request((completion) => ({ _tag: "Stop", handle, completion })).pipe(
           Effect.zipRight(Effect.sync(() => hooks.delete(handle))),
           Effect.asVoid
@@ -737,7 +736,6 @@ export const make = (
           const join = request((completion) => ({ _tag: "Join", handle, group, partitions, completion })).pipe(
             Effect.flatMap((outcome) => failStart(group, outcome)),
             Effect.zipRight(Effect.sync(() => groupHooks.set(group, {
-              hasWork: true,
               onElected: (term, partition) =>
                 Effect.succeed(
                   partition === undefined ? Option.none() : Option.some(Effect.provide(work(partition, term), context))

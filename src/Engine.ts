@@ -117,6 +117,8 @@ export type Effect =
     readonly kind: ElectionKind
     readonly group: string | undefined
     readonly partition: number | undefined
+    /** Whether the engine waits for `WorkExited` of this term before a voluntary release. */
+    readonly hasWork: boolean
   }
   | {
     readonly _tag: "Revoked"
@@ -731,7 +733,8 @@ const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
     sessionSeq: s.session.seq,
     kind: e.kind,
     group: e.group,
-    partition: e.partition
+    partition: e.partition,
+    hasWork: e.hasWork
   })
   publish(s, SimbaEvent.Elected({ name: e.name, token }))
   setStatus(s, e, "LEADER")

@@ -84,7 +84,8 @@ describe("Engine: Candidate -> Leader (Granted)", () => {
       sessionSeq: 1,
       kind: "election",
       group: undefined,
-      partition: undefined
+      partition: undefined,
+      hasWork: false
     })
     expect(d.election(1)?.status).toBe("LEADER")
   })
