@@ -684,9 +684,8 @@ const onAcquire = (
   e.attempt = undefined
   switch (response._tag) {
     case "Granted": {
-      const releasedAbove = s.released.get(e.name)
       const current = request.sessionId === s.session.id && sessionUsable(s)
-      if (current && (releasedAbove === undefined || response.token > releasedAbove)) {
+      if (current && aboveReleased(s, e.name, response.token)) {
         return adopt(s, e, response.token)
       }
       giveBack(s, request.sessionId, request.name, response.token)
@@ -767,9 +766,14 @@ const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void
   for (const e of s.elections.values()) {
     if (e.name === name) see(e, token)
   }
-  const above = s.released.get(name)
-  if (sessionId === s.session.id && (above === undefined || token > above)) writableReleased(s).set(name, token)
+  if (sessionId === s.session.id && aboveReleased(s, name, token)) writableReleased(s).set(name, token)
   call(s, { _tag: "Release", sessionId, name, token })
+}
+
+/** `token` is above the last token of `name` this session released (rule 1), or none was released. */
+const aboveReleased = (s: Step, name: string, token: bigint): boolean => {
+  const released = s.released.get(name)
+  return released === undefined || token > released
 }
 
 /** Copy-on-write: most steps never touch the released tokens. */
@@ -995,9 +999,8 @@ const unaskedLease = (
   name: string,
   token: bigint
 ): void => {
-  const releasedAbove = s.released.get(name)
   const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
-    (releasedAbove === undefined || token > releasedAbove)
+    aboveReleased(s, name, token)
   if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
     return adopt(s, candidate, token)
   }
