@@ -409,17 +409,19 @@ local function reserve(lk, sid, now)
   redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${RESERVE_MS})
   redis.call('PUBLISH', lk, 'released:' .. sid)
 end
+-- sid (whose liveness key has own ms left) holds lk (name, listed in its set) from now on.
+local function hold(lk, set, name, sid, now, own)
+  redis.call('HSET', lk, 'session', sid, 'expires', now + own)
+  redis.call('SADD', set, name)
+  extend(set, own)
+end
 -- One node: grant the free lease lk (name) to the live waiter head, as its acquire would, and tell
 -- it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
 local function grant_to(lk, q, name, head, hp, hs)
   local home = hp .. head .. hs
-  local own = redis.call('PTTL', home)
   local token = redis.call('HINCRBY', lk, 'token', 1)
-  redis.call('HSET', lk, 'session', head, 'expires', now_ms() + own)
+  hold(lk, home .. ':leases', name, head, now_ms(), redis.call('PTTL', home))
   redis.call('ZREM', q, head)
-  local set = home .. ':leases'
-  redis.call('SADD', set, name)
-  extend(set, own)
   redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
 end
 -- lk was held (so carries no reservation: a grant clears it) and just became free: on one node grant
@@ -491,9 +493,7 @@ local function acquire(lk, q, set, sid, name, own, hp, hs)
       redis.call('HDEL', lk, 'reserved', 'reservedUntil')
     end
   end
-  redis.call('HSET', lk, 'session', sid, 'expires', now + own)
-  redis.call('SADD', set, name)
-  extend(set, own)
+  hold(lk, set, name, sid, now, own)
   return {'granted', redis.call('HGET', lk, 'token')}
 end
 `
