@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Option } from "effect"
-import { MemoryBackend, SimbaTest } from "simba"
+import { MemoryBackend } from "simba"
 import { advance, makeClient, type Recorded } from "./helpers.js"
 
 // leaseDuration 3 s: renewInterval (and every call's timeout) 1 s.
@@ -16,33 +16,34 @@ const failures = (events: ReadonlyArray<Recorded>) =>
     event._tag === "BackendFailed" ? [{ at, operation: event.operation, error: event.error }] : []
   )
 
+/** A client on a fresh in-memory backend, its session open. */
+const openedClient = Effect.gen(function*() {
+  const c = yield* makeClient(yield* MemoryBackend.make)
+  yield* advance("100 millis")
+  return c
+})
+
 describe("backend call timeouts", () => {
   it.scoped("a hung renewal is answered as failed exactly one renew interval after it was sent", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
-      const link = yield* SimbaTest.faulty(backend)
-      const c = yield* makeClient(link.backend)
-      yield* advance("100 millis")
+      const c = yield* openedClient
       const start = yield* Clock.currentTimeMillis
-      yield* link.faults.pause({ only: "keepAlive" })
+      yield* c.faults.pause({ only: "keepAlive" })
       yield* advance("2500 millis", "50 millis")
       const failed = failures(yield* c.events.get)
       expect(failed.length).toBeGreaterThanOrEqual(1)
       // The renewal goes out at 1000 ms (virtual), hangs, and fails at 2000 ms.
-      const renewalSent = (yield* link.calls).find((call) => call.operation === "keepAlive" && call.at >= start)!
+      const renewalSent = (yield* c.calls).find((call) => call.operation === "keepAlive" && call.at >= start)!
       expect(failed[0]!.operation).toBe("keepAlive")
       expect(failed[0]!.error).toContain(`timed out after ${RENEW} ms`)
       expect(failed[0]!.at - renewalSent.at).toBe(RENEW)
-      yield* link.faults.resume
+      yield* c.faults.resume
     }))
 
   it.scoped("hung calls sent at different times each fail at their own deadline", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
-      const link = yield* SimbaTest.faulty(backend)
-      const c = yield* makeClient(link.backend)
-      yield* advance("100 millis")
-      yield* link.faults.pause({ only: "acquire" })
+      const c = yield* openedClient
+      yield* c.faults.pause({ only: "acquire" })
       const t0 = yield* Clock.currentTimeMillis
       yield* c.client.election("first")
       yield* advance("300 millis", "50 millis")
@@ -51,23 +52,20 @@ describe("backend call timeouts", () => {
       const failed = failures(yield* c.events.get).filter((f) => f.operation === "acquire")
       // The first acquire (sent at t0) fails at t0 + 1 s, the second (t0 + 300 ms) at t0 + 1.3 s.
       expect(failed.slice(0, 2).map((f) => f.at - t0)).toEqual([RENEW, 300 + RENEW])
-      yield* link.faults.resume
+      yield* c.faults.resume
     }))
 
   it.scoped("a reply that arrives after its call timed out is dropped, and the election still wins", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
-      const link = yield* SimbaTest.faulty(backend)
-      const c = yield* makeClient(link.backend)
-      yield* advance("100 millis")
-      yield* link.faults.slow("1500 millis", { only: "acquire" })
+      const c = yield* openedClient
+      yield* c.faults.slow("1500 millis", { only: "acquire" })
       const election = yield* c.client.election("late")
       yield* advance("1200 millis", "50 millis")
       const failed = failures(yield* c.events.get).filter((f) => f.operation === "acquire")
       expect(failed).toHaveLength(1)
       expect(failed[0]!.error).toContain("timed out")
       // The late reply (a grant the engine no longer waits for) is given back; the retry wins.
-      yield* link.faults.heal
+      yield* c.faults.heal
       yield* advance("5 seconds")
       expect(Option.isSome(yield* election.term)).toBe(true)
       expect(failures(yield* c.events.get).filter((f) => f.operation === "acquire")).toHaveLength(1)

@@ -21,6 +21,8 @@ export interface TestClient {
   readonly calls: Effect.Effect<ReadonlyArray<SimbaTest.CallRecord>>
   /** From now on every backend call of this client hangs (the process vanished or is partitioned). */
   readonly hang: Effect.Effect<void>
+  /** Every fault of its link (SimbaTest), for finer ones than `hang`. */
+  readonly faults: SimbaTest.Faults
 }
 
 export const config: SimbaConfigInput = { leaseDuration: "3 seconds" }
@@ -44,7 +46,7 @@ export const makeClient = (
       Effect.forkScoped
     )
     yield* settle
-    return { client, events, calls: link.calls, hang: link.faults.pause() }
+    return { client, events, calls: link.calls, hang: link.faults.pause(), faults: link.faults }
   })
 
 /** `n` clients sharing one fresh in-memory backend. */
