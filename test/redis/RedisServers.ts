@@ -32,10 +32,13 @@ export const ttl = "1500 millis"
 /**
  * Client timing of the TCK's client-level cases on the real servers: leases of `ttl`, and a margin
  * larger than the 50 ms default, so that a loaded 2-core machine running test files in parallel
- * (event-loop stalls of tens of ms) does not interrupt a revoked leader's work only after the
- * server has already let a successor in (what the "never two owners" counters measure).
+ * (event-loop stalls of hundreds of ms: ten clients share one process there) does not interrupt a
+ * revoked leader's work only after the server has already let a successor in (what the "never two
+ * owners" counters measure). With 250 ms the cluster multi-contend counter once saw two owners in
+ * a full clean-clone run; it did not come back in isolation nor under extra CPU load, so a stall
+ * of the test process is the likely cause, not the protocol.
  */
-export const clientTiming = { leaseDuration: ttl, margin: "250 millis" } as const
+export const clientTiming = { leaseDuration: ttl, margin: "400 millis" } as const
 
 /** The three ways the backend runs: one script per call on one node, per-slot calls on one node, and a cluster. */
 export const modes = [
