@@ -11,7 +11,7 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 
 /** A backend call failed, timed out or answered something the client cannot read. */
@@ -121,3 +121,31 @@ export interface LeaseBackendService {
 }
 
 export class LeaseBackend extends Context.Tag("simba/LeaseBackend")<LeaseBackend, LeaseBackendService>() {}
+
+/**
+ * Loads a backend's driver (an optional peer dependency) when its layer is built, never when the
+ * library is imported: `import("ioredis")` inside the layer, not at the top of a module. A missing
+ * package fails with a `BackendError` that names the package and the install line, so a user who
+ * chose Redis but did not install `ioredis` is told exactly what to do.
+ */
+export const loadDriver = <A>(
+  backend: string,
+  packageName: string,
+  install: string,
+  load: () => Promise<A>
+): Effect.Effect<A, BackendError> =>
+  Effect.tryPromise({
+    try: load,
+    catch: (cause) =>
+      new BackendError({
+        backend,
+        operation: "loadDriver",
+        cause: isModuleNotFound(cause)
+          ? `the ${backend} backend needs the package ${packageName}, which is not installed: ${install}`
+          : cause
+      })
+  })
+
+const isModuleNotFound = (cause: unknown): boolean =>
+  typeof cause === "object" && cause !== null && "code" in cause &&
+  (cause.code === "ERR_MODULE_NOT_FOUND" || cause.code === "MODULE_NOT_FOUND")
