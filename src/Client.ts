@@ -29,7 +29,6 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Engine from "./Engine.js"
 import {
   ElectionAlreadyStartedError,
-  type InvalidLeaseNameError,
   LockLostError,
   LockTimeoutError,
   SimbaClosedError,
@@ -38,107 +37,12 @@ import {
 import { BackendError, LeaseBackend, type LeaseBackendService } from "./LeaseBackend.js"
 import * as LeaseName from "./LeaseName.js"
 import * as SimbaConfig from "./SimbaConfig.js"
-import { type ElectionStatus, format, type SessionStatus, type SimbaEvent } from "./SimbaEvent.js"
+import { format, type SimbaEvent } from "./SimbaEvent.js"
+import type { Election, ElectionError, ElectionOptions, LockError, LockOptions, SimbaClient, SimbaSnapshot } from "./Simba.js"
 import * as Term from "./Term.js"
 
-// ---------------------------------------------------------------------------------------------------
-// Public shapes
-// ---------------------------------------------------------------------------------------------------
-
-/** Errors of acquiring a lock. */
-export type LockError =
-  | InvalidLeaseNameError
-  | LockTimeoutError
-  | LockLostError
-  | ElectionAlreadyStartedError
-  | SimbaClosedError
-
-/** Errors of starting an election. */
-export type ElectionError = InvalidLeaseNameError | ElectionAlreadyStartedError | SimbaClosedError
-
-export interface LockOptions {
-  /** Give up waiting after this long with `LockTimeoutError`; the attempt is then abandoned for good. */
-  readonly timeout?: Duration.DurationInput | undefined
-}
-
-export interface ElectionOptions {
-  /** Work run in a fiber for each term, interrupted when the term is revoked. */
-  readonly work?: ((term: Term.Term) => Effect.Effect<unknown, unknown>) | undefined
-}
-
-/** A handle on one election of this client. */
-export interface Election {
-  readonly name: string
-  /** `CANDIDATE`, `LEADER`, `HANDOVER`, `COOLDOWN`, or `STOPPED` once stopped. */
-  readonly status: Effect.Effect<ElectionStatus | "STOPPED">
-  /** The current term, if this client leads. */
-  readonly term: Effect.Effect<Option.Option<Term.Term>>
-  /** The current term (if any) and every later one, as they are won. */
-  readonly terms: Stream.Stream<Term.Term>
-  /** Waits until this client leads, and returns the term. */
-  readonly awaitLeader: Effect.Effect<Term.Term>
-  /** Gives the lease up (with handover) and stays out of the race for `cooldown`. */
-  readonly stepDown: (cooldown: Duration.DurationInput) => Effect.Effect<void>
-  /** Ends the election (with handover); nothing is delivered after it completes. */
-  readonly stop: Effect.Effect<void>
-}
-
-export interface SimbaSnapshot {
-  readonly session: {
-    readonly id: string | undefined
-    readonly status: SessionStatus
-    readonly remaining: Duration.Duration
-  }
-  readonly elections: ReadonlyArray<{
-    readonly name: string
-    readonly kind: Engine.ElectionKind
-    readonly status: ElectionStatus
-    readonly token: bigint | undefined
-    readonly remaining: Duration.Duration
-  }>
-  readonly groups: ReadonlyArray<{
-    readonly group: string
-    readonly partitions: number
-    readonly members: ReadonlyArray<string>
-    readonly owned: ReadonlyArray<number>
-  }>
-}
-
-/** One client: a session on the backend and everything competing through it. */
-export interface SimbaClient {
-  /** Runs `body` while holding the lock `name` (see SPEC section 4). */
-  readonly withLock: <A, E, R>(
-    name: string,
-    body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
-    options?: LockOptions
-  ) => Effect.Effect<A, E | LockError, R>
-  /** Holds the lock `name` until the scope closes. */
-  readonly lock: (name: string, options?: LockOptions) => Effect.Effect<Term.Term, LockError, Scope.Scope>
-  /** Competes for `name` forever, running `work` for each term; interrupt to stop (with handover). */
-  readonly runWhileLeader: <E, R>(
-    name: string,
-    work: (term: Term.Term) => Effect.Effect<unknown, E, R>
-  ) => Effect.Effect<never, ElectionError, R>
-  /** Starts an election; it stops when the scope closes. */
-  readonly election: (name: string, options?: ElectionOptions) => Effect.Effect<Election, ElectionError, Scope.Scope>
-  /** Runs `task` on `schedule` while this client leads `name`; a failing run is logged. */
-  readonly schedule: <Out, E, R, R2>(
-    name: string,
-    schedule: Schedule.Schedule<Out, unknown, R2>,
-    task: (term: Term.Term) => Effect.Effect<unknown, E, R>
-  ) => Effect.Effect<never, ElectionError, R | R2>
-  /** Joins `group` and runs `work(partition, term)` for each of its `partitions` this client leads. */
-  readonly partitionGroup: <E, R>(
-    group: string,
-    partitions: number,
-    work: (partition: number, term: Term.Term) => Effect.Effect<unknown, E, R>
-  ) => Effect.Effect<never, ElectionError | SimbaConfigError, R>
-  /** Everything that happens, for any number of subscribers. */
-  readonly events: Stream.Stream<SimbaEvent>
-  readonly snapshot: Effect.Effect<SimbaSnapshot>
-  /** Closes the session: revokes every term (`STOPPED`), hands over, releases everything. */
-  readonly close: Effect.Effect<void>
-}
+// The public shapes live in `Simba.ts`; re-exported here until every importer of this module moved.
+export type { Election, ElectionError, ElectionOptions, LockError, LockOptions, SimbaClient, SimbaSnapshot } from "./Simba.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Metrics

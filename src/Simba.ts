@@ -7,30 +7,131 @@
  * ```
  */
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type { ElectionKind } from "./Engine.js"
+import type {
+  ElectionAlreadyStartedError,
+  InvalidLeaseNameError,
+  LockLostError,
+  LockTimeoutError,
+  SimbaClosedError,
+  SimbaConfigError
+} from "./Errors.js"
 import * as Client from "./Client.js"
-import type { SimbaConfigError } from "./Errors.js"
 import type { LeaseBackend } from "./LeaseBackend.js"
 import * as SimbaConfig from "./SimbaConfig.js"
-import type { SimbaEvent } from "./SimbaEvent.js"
+import type { ElectionStatus, SessionStatus, SimbaEvent } from "./SimbaEvent.js"
 import type { Term } from "./Term.js"
 
-export type {
-  Election,
-  ElectionError,
-  ElectionOptions,
-  LockError,
-  LockOptions,
-  SimbaClient,
-  SimbaSnapshot
-} from "./Client.js"
+export type { ElectionKind } from "./Engine.js"
+
+// Public shapes ---------------------------------------------------------------------------------------
+
+/** Errors of acquiring a lock. */
+export type LockError =
+  | InvalidLeaseNameError
+  | LockTimeoutError
+  | LockLostError
+  | ElectionAlreadyStartedError
+  | SimbaClosedError
+
+/** Errors of starting an election. */
+export type ElectionError = InvalidLeaseNameError | ElectionAlreadyStartedError | SimbaClosedError
+
+export interface LockOptions {
+  /** Give up waiting after this long with `LockTimeoutError`; the attempt is then abandoned for good. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+export interface ElectionOptions {
+  /** Work run in a fiber for each term, interrupted when the term is revoked. */
+  readonly work?: ((term: Term) => Effect.Effect<unknown, unknown>) | undefined
+}
+
+/** A handle on one election of this client. */
+export interface Election {
+  readonly name: string
+  /** `CANDIDATE`, `LEADER`, `HANDOVER`, `COOLDOWN`, or `STOPPED` once stopped. */
+  readonly status: Effect.Effect<ElectionStatus | "STOPPED">
+  /** The current term, if this client leads. */
+  readonly term: Effect.Effect<Option.Option<Term>>
+  /** The current term (if any) and every later one, as they are won. */
+  readonly terms: Stream.Stream<Term>
+  /** Waits until this client leads, and returns the term. */
+  readonly awaitLeader: Effect.Effect<Term>
+  /** Gives the lease up (with handover) and stays out of the race for `cooldown`. */
+  readonly stepDown: (cooldown: Duration.DurationInput) => Effect.Effect<void>
+  /** Ends the election (with handover); nothing is delivered after it completes. */
+  readonly stop: Effect.Effect<void>
+}
+
+export interface SimbaSnapshot {
+  readonly session: {
+    readonly id: string | undefined
+    readonly status: SessionStatus
+    readonly remaining: Duration.Duration
+  }
+  readonly elections: ReadonlyArray<{
+    readonly name: string
+    readonly kind: ElectionKind
+    readonly status: ElectionStatus
+    readonly token: bigint | undefined
+    readonly remaining: Duration.Duration
+  }>
+  readonly groups: ReadonlyArray<{
+    readonly group: string
+    readonly partitions: number
+    readonly members: ReadonlyArray<string>
+    readonly owned: ReadonlyArray<number>
+  }>
+}
+
+/** One client: a session on the backend and everything competing through it. */
+export interface SimbaClient {
+  /** Runs `body` while holding the lock `name` (see SPEC section 4). */
+  readonly withLock: <A, E, R>(
+    name: string,
+    body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+    options?: LockOptions
+  ) => Effect.Effect<A, E | LockError, R>
+  /** Holds the lock `name` until the scope closes. */
+  readonly lock: (name: string, options?: LockOptions) => Effect.Effect<Term, LockError, Scope.Scope>
+  /** Competes for `name` forever, running `work` for each term; interrupt to stop (with handover). */
+  readonly runWhileLeader: <E, R>(
+    name: string,
+    work: (term: Term) => Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<never, ElectionError, R>
+  /** Starts an election; it stops when the scope closes. */
+  readonly election: (name: string, options?: ElectionOptions) => Effect.Effect<Election, ElectionError, Scope.Scope>
+  /** Runs `task` on `schedule` while this client leads `name`; a failing run is logged. */
+  readonly schedule: <Out, E, R, R2>(
+    name: string,
+    schedule: Schedule.Schedule<Out, unknown, R2>,
+    task: (term: Term) => Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<never, ElectionError, R | R2>
+  /** Joins `group` and runs `work(partition, term)` for each of its `partitions` this client leads. */
+  readonly partitionGroup: <E, R>(
+    group: string,
+    partitions: number,
+    work: (partition: number, term: Term) => Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<never, ElectionError | SimbaConfigError, R>
+  /** Everything that happens, for any number of subscribers. */
+  readonly events: Stream.Stream<SimbaEvent>
+  readonly snapshot: Effect.Effect<SimbaSnapshot>
+  /** Closes the session: revokes every term (`STOPPED`), hands over, releases everything. */
+  readonly close: Effect.Effect<void>
+}
+
+// Service ---------------------------------------------------------------------------------------------
 
 /** The client service. */
-export class Simba extends Context.Tag("simba/Simba")<Simba, Client.SimbaClient>() {}
+export class Simba extends Context.Tag("simba/Simba")<Simba, SimbaClient>() {}
 
 /**
  * Builds one client on the `LeaseBackend` in context, living in the current scope. Several clients
@@ -38,7 +139,7 @@ export class Simba extends Context.Tag("simba/Simba")<Simba, Client.SimbaClient>
  */
 export const make: (
   config?: SimbaConfig.SimbaConfigInput
-) => Effect.Effect<Client.SimbaClient, SimbaConfigError, LeaseBackend | Scope.Scope> = Client.make
+) => Effect.Effect<SimbaClient, SimbaConfigError, LeaseBackend | Scope.Scope> = Client.make
 
 /** A layer providing `Simba` from the `LeaseBackend` in context; the session closes with the layer. */
 export const layer = (
@@ -57,27 +158,27 @@ export const layerConfig: Layer.Layer<Simba, SimbaConfigError, LeaseBackend> = L
 export const withLock = <A, E, R>(
   name: string,
   body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
-  options?: Client.LockOptions
-): Effect.Effect<A, E | Client.LockError, R | Simba> => Effect.flatMap(Simba, (simba) => simba.withLock(name, body, options))
+  options?: LockOptions
+): Effect.Effect<A, E | LockError, R | Simba> => Effect.flatMap(Simba, (simba) => simba.withLock(name, body, options))
 
 /** `lock` on the `Simba` in context. */
 export const lock = (
   name: string,
-  options?: Client.LockOptions
-): Effect.Effect<Term, Client.LockError, Simba | Scope.Scope> => Effect.flatMap(Simba, (simba) => simba.lock(name, options))
+  options?: LockOptions
+): Effect.Effect<Term, LockError, Simba | Scope.Scope> => Effect.flatMap(Simba, (simba) => simba.lock(name, options))
 
 /** `runWhileLeader` on the `Simba` in context. */
 export const runWhileLeader = <E, R>(
   name: string,
   work: (term: Term) => Effect.Effect<unknown, E, R>
-): Effect.Effect<never, Client.ElectionError, R | Simba> =>
+): Effect.Effect<never, ElectionError, R | Simba> =>
   Effect.flatMap(Simba, (simba) => simba.runWhileLeader(name, work))
 
 /** `election` on the `Simba` in context. */
 export const election = (
   name: string,
-  options?: Client.ElectionOptions
-): Effect.Effect<Client.Election, Client.ElectionError, Simba | Scope.Scope> =>
+  options?: ElectionOptions
+): Effect.Effect<Election, ElectionError, Simba | Scope.Scope> =>
   Effect.flatMap(Simba, (simba) => simba.election(name, options))
 
 /** `schedule` on the `Simba` in context. */
@@ -85,7 +186,7 @@ export const schedule = <Out, E, R, R2>(
   name: string,
   schedule: Schedule.Schedule<Out, unknown, R2>,
   task: (term: Term) => Effect.Effect<unknown, E, R>
-): Effect.Effect<never, Client.ElectionError, R | R2 | Simba> =>
+): Effect.Effect<never, ElectionError, R | R2 | Simba> =>
   Effect.flatMap(Simba, (simba) => simba.schedule(name, schedule, task))
 
 /** `partitionGroup` on the `Simba` in context. */
@@ -93,14 +194,14 @@ export const partitionGroup = <E, R>(
   group: string,
   partitions: number,
   work: (partition: number, term: Term) => Effect.Effect<unknown, E, R>
-): Effect.Effect<never, Client.ElectionError | SimbaConfigError, R | Simba> =>
+): Effect.Effect<never, ElectionError | SimbaConfigError, R | Simba> =>
   Effect.flatMap(Simba, (simba) => simba.partitionGroup(group, partitions, work))
 
 /** `events` of the `Simba` in context. */
 export const events: Stream.Stream<SimbaEvent, never, Simba> = Stream.unwrap(Effect.map(Simba, (simba) => simba.events))
 
 /** `snapshot` of the `Simba` in context. */
-export const snapshot: Effect.Effect<Client.SimbaSnapshot, never, Simba> = Effect.flatMap(Simba, (simba) => simba.snapshot)
+export const snapshot: Effect.Effect<SimbaSnapshot, never, Simba> = Effect.flatMap(Simba, (simba) => simba.snapshot)
 
 /** `close` the `Simba` in context. */
 export const close: Effect.Effect<void, never, Simba> = Effect.flatMap(Simba, (simba) => simba.close)

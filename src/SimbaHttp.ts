@@ -16,11 +16,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
-import type { SimbaSnapshot } from "./Client.js"
 import * as Simba from "./Simba.js"
 
 /** The snapshot as plain JSON: tokens as decimal strings, remaining times in milliseconds. */
-export const snapshotJson = (snapshot: SimbaSnapshot) => ({
+export const snapshotJson = (snapshot: Simba.SimbaSnapshot) => ({
   session: {
     id: snapshot.session.id ?? null,
     status: snapshot.session.status,
