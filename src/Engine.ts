@@ -19,7 +19,8 @@ import type { RevokeReason } from "./Term.js"
 
 export type Request =
   | { readonly _tag: "OpenSession"; readonly ttl: number }
-  | { readonly _tag: "KeepAlive"; readonly sessionId: string; readonly ttl: number }
+  /** `known`: the lease-set version of the last renewal reply read (the reply omits an unchanged list). */
+  | { readonly _tag: "KeepAlive"; readonly sessionId: string; readonly ttl: number; readonly known?: string | undefined }
   | { readonly _tag: "CloseSession"; readonly sessionId: string }
   | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string }
   | { readonly _tag: "Release"; readonly sessionId: string; readonly name: string; readonly token: bigint }
@@ -32,7 +33,10 @@ export type Response =
   | {
     readonly _tag: "Live"
     readonly remaining: number
-    readonly leases: ReadonlyArray<{ readonly name: string; readonly token: bigint }>
+    /** The session's lease-set version (absent: a backend that does not version, always listing). */
+    readonly version?: string | undefined
+    /** The leases held; `undefined` when unchanged since the request's `known` version. */
+    readonly leases: ReadonlyArray<HeldLease> | undefined
     readonly groups: ReadonlyArray<{ readonly group: string; readonly members: ReadonlyArray<string> }>
   }
   | { readonly _tag: "Expired" }
@@ -197,6 +201,17 @@ export interface GroupState {
   readonly waiters: ReadonlyArray<number>
 }
 
+export interface HeldLease {
+  readonly name: string
+  readonly token: bigint
+}
+
+/** The lease list of the last renewal reply, and the version the backend gave it. */
+export interface LeaseView {
+  readonly version: string
+  readonly leases: ReadonlyArray<HeldLease>
+}
+
 export interface SessionState {
   /** Incarnation number: increases each time a new session is opened. */
   readonly seq: number
@@ -211,6 +226,8 @@ export interface SessionState {
   readonly renewing: number | undefined
   /** Highest token this session released per name (rule 1). */
   readonly released: ReadonlyMap<string, bigint>
+  /** What the last renewal reply listed, for replies that say "unchanged" (SPEC section 7). */
+  readonly leaseView: LeaseView | undefined
 }
 
 export interface State {
@@ -237,7 +254,8 @@ export const initial = (timing: Session.Timing, seed: number): State => ({
     shortenedPublished: false,
     opening: undefined,
     renewing: undefined,
-    released: new Map()
+    released: new Map(),
+    leaseView: undefined
   },
   elections: new Map(),
   groups: new Map(),
@@ -448,7 +466,8 @@ const openSession = (s: Step): void => {
     every: s.timing.renewInterval,
     shortenedPublished: false,
     renewing: undefined,
-    opening: undefined
+    opening: undefined,
+    leaseView: undefined
   }
   s.released = new Map()
   s.releasedCopied = true
@@ -505,41 +524,68 @@ const onOpened = (s: Step, requestId: number, sentAt: number, response: Response
 
 const renew = (s: Step): void => {
   if (!sessionUsable(s) || s.session.renewing !== undefined || s.session.id === undefined) return
-  s.session.renewing = call(s, { _tag: "KeepAlive", sessionId: s.session.id, ttl: s.timing.leaseDuration })
+  s.session.renewing = call(s, {
+    _tag: "KeepAlive",
+    sessionId: s.session.id,
+    ttl: s.timing.leaseDuration,
+    known: s.session.leaseView?.version
+  })
 }
 
-const onKeepAlive = (s: Step, requestId: number, sentAt: number, response: Response): void => {
+/**
+ * The leases a `Live` reply stands for: its own list, or (when it says "unchanged since `known`") the
+ * list of the reply that carried that version; `undefined` when the reply names a version this
+ * session never read (a backend fault: treated as a failed renewal).
+ */
+const leasesOf = (
+  s: Step,
+  request: Extract<Request, { _tag: "KeepAlive" }>,
+  response: Extract<Response, { _tag: "Live" }>
+): ReadonlyArray<HeldLease> | undefined => {
+  if (response.leases !== undefined) return response.leases
+  const view = s.session.leaseView
+  return view !== undefined && request.known === view.version ? view.leases : undefined
+}
+
+const onKeepAlive = (
+  s: Step,
+  requestId: number,
+  sentAt: number,
+  request: Extract<Request, { _tag: "KeepAlive" }>,
+  response: Response
+): void => {
   if (requestId !== s.session.renewing) return
   s.session.renewing = undefined
-  switch (response._tag) {
-    case "Live": {
-      extendDeadline(s, sentAt, response.remaining)
-      const resumed = s.session.status === "SUSPENDED" && s.session.id !== undefined
-      if (resumed) {
-        s.session.status = "LIVE"
-        publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id! }))
-      }
-      reconcileLeases(s, requestId, response.leases)
-      reconcileGroups(s, response.groups)
-      if (resumed) {
-        // Joins and acquisitions that came due while SUSPENDED were skipped (and not re-armed): resume them.
-        for (const g of s.groups.values()) if (!g.joined && !g.leaving) joinGroup(s, g)
-        for (const e of s.elections.values()) if (!s.timers.has(retryKey(e.handle))) tryAcquire(s, e)
-      }
-      return
-    }
-    case "Expired":
-      return sessionLost(s, "SESSION_EXPIRED")
-    default: {
-      failed(s, "keepAlive", response._tag === "Failed" ? response.error : response._tag)
-      if (s.session.status === "LIVE" && s.session.id !== undefined) {
-        s.session.status = "SUSPENDED"
-        publish(s, SimbaEvent.SessionSuspended({ sessionId: s.session.id }))
-      }
-      const backoff = Session.renewalBackoff(s.timing, s.now, s.session.deadline, s.session.every)
-      return arm(s, "renew", s.now + backoff)
-    }
+  if (response._tag === "Expired") return sessionLost(s, "SESSION_EXPIRED")
+  const leases = response._tag === "Live" ? leasesOf(s, request, response) : undefined
+  if (response._tag !== "Live" || leases === undefined) {
+    return renewalFailed(s, response._tag === "Failed" ? response.error : `unexpected reply ${response._tag}`)
   }
+  s.session.leaseView = response.version === undefined ? undefined : { version: response.version, leases }
+  extendDeadline(s, sentAt, response.remaining)
+  const resumed = s.session.status === "SUSPENDED" && s.session.id !== undefined
+  if (resumed) {
+    s.session.status = "LIVE"
+    publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id! }))
+  }
+  reconcileLeases(s, requestId, leases)
+  reconcileGroups(s, response.groups)
+  if (resumed) {
+    // Joins and acquisitions that came due while SUSPENDED were skipped (and not re-armed): resume them.
+    for (const g of s.groups.values()) if (!g.joined && !g.leaving) joinGroup(s, g)
+    for (const e of s.elections.values()) if (!s.timers.has(retryKey(e.handle))) tryAcquire(s, e)
+  }
+}
+
+/** A renewal failed (or answered what it cannot mean): suspend and retry with halving backoff. */
+const renewalFailed = (s: Step, error: string): void => {
+  failed(s, "keepAlive", error)
+  if (s.session.status === "LIVE" && s.session.id !== undefined) {
+    s.session.status = "SUSPENDED"
+    publish(s, SimbaEvent.SessionSuspended({ sessionId: s.session.id }))
+  }
+  const backoff = Session.renewalBackoff(s.timing, s.now, s.session.deadline, s.session.every)
+  arm(s, "renew", s.now + backoff)
 }
 
 /**
@@ -549,7 +595,7 @@ const onKeepAlive = (s: Step, requestId: number, sentAt: number, response: Respo
 const reconcileLeases = (
   s: Step,
   requestId: number,
-  leases: ReadonlyArray<{ readonly name: string; readonly token: bigint }>
+  leases: ReadonlyArray<HeldLease>
 ): void => {
   const held = new Map(leases.map((l) => [l.name, l.token]))
   const byName = new Map<string, Array<Mutable<ElectionState>>>()
@@ -1017,7 +1063,7 @@ const reply = (s: Step, ev: Extract<Event, { _tag: "Reply" }>): void => {
     case "OpenSession":
       return onOpened(s, requestId, sentAt, response)
     case "KeepAlive":
-      return onKeepAlive(s, requestId, sentAt, response)
+      return onKeepAlive(s, requestId, sentAt, request, response)
     case "Acquire":
       return onAcquire(s, ev, request)
     case "Join":

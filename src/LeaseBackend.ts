@@ -10,9 +10,15 @@
  */
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
 import type * as Stream from "effect/Stream"
+import { brokenRule } from "./LeaseName.js"
 
 /** A backend call failed, timed out or answered something the client cannot read. */
 export class BackendError extends Data.TaggedError("BackendError")<{
@@ -46,10 +52,18 @@ export interface GroupView {
 
 /** Answer to `keepAlive`. */
 export type KeepAliveReply = Data.TaggedEnum<{
-  /** The session lives on for `remaining` (backend clock); it holds exactly `leases` and belongs to `groups`. */
+  /**
+   * The session lives on for `remaining` (backend clock). `version` names the session's set of
+   * leases as of this reply: the backend changes it whenever that set changes (a grant, a hand-off
+   * grant, a release, a lease taken away), never otherwise. `leases` is the set, or `undefined` when
+   * it is unchanged since the version the client passed as `known`, so renewing a session that holds
+   * 1,000 unchanged leases sends none of them. `groups` are the views of the groups the session
+   * belongs to, always listed (their members change with other sessions).
+   */
   Live: {
     readonly remaining: Duration.Duration
-    readonly leases: ReadonlyArray<HeldLease>
+    readonly version: string
+    readonly leases: ReadonlyArray<HeldLease> | undefined
     readonly groups: ReadonlyArray<GroupView>
   }
   /** The session is gone for good; open a new one. */
@@ -102,8 +116,16 @@ export interface LeaseBackendService {
   readonly backend: string
   /** Open a new session that expires after `ttl` of silence. The backend may grant less. */
   readonly openSession: (ttl: Duration.Duration) => Effect.Effect<OpenedSession, BackendError>
-  /** Renew the session for `ttl`, in one round trip per node whatever the number of leases. */
-  readonly keepAlive: (sessionId: string, ttl: Duration.Duration) => Effect.Effect<KeepAliveReply, BackendError>
+  /**
+   * Renew the session for `ttl`, in one round trip per node whatever the number of leases. `known` is
+   * the `version` of the last `Live` reply the client read: the reply omits the lease list when the
+   * set is still that one. Without `known` the list is always sent.
+   */
+  readonly keepAlive: (
+    sessionId: string,
+    ttl: Duration.Duration,
+    known?: string | undefined
+  ) => Effect.Effect<KeepAliveReply, BackendError>
   /** Close the session: release all its leases and leave all its groups. A no-op for an unknown session. */
   readonly closeSession: (sessionId: string) => Effect.Effect<void, BackendError>
   /** Try to take the lease `name` for the session. */
@@ -121,6 +143,156 @@ export interface LeaseBackendService {
 }
 
 export class LeaseBackend extends Context.Tag("simba/LeaseBackend")<LeaseBackend, LeaseBackendService>() {}
+
+// ---------------------------------------------------------------------------------------------------
+// The constructor every backend is built with
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * What a backend author writes: the store's own operations. `make` adds every rule the backends
+ * share, so a store operation is only ever called with checked input:
+ * - ttls arrive as whole milliseconds, finite and at least 1 (a bad ttl fails before the store);
+ * - lease and group names keep the naming rules (`LeaseName`); a bad one fails before the store;
+ * - a session id `isSessionId` refuses names no session of this store: `keepAlive`, `acquire` and
+ *   `join` answer `Expired`, `release`, `leave` and `closeSession` do nothing, without a round trip;
+ *   so does a release of a token that no grant can have (`<= 0`);
+ * - any failure becomes `BackendError { backend, operation, cause }` (a store may fail with its own
+ *   `BackendError` to choose the message); a `Live` reply that omits the lease list although the
+ *   client did not name that version is refused as a `BackendError`;
+ * - each call gets a span `simba.<operation>` and the metrics `simba_backend_calls_total` (by backend,
+ *   operation and outcome) and `simba_backend_call_duration`.
+ */
+export interface Store {
+  /** A short name for errors, metrics and spans: `memory`, `redis`, `postgres`, `mysql`, `zookeeper`. */
+  readonly backend: string
+  /** Whether `sessionId` has the form of this store's session ids. Default: any non-empty string. */
+  readonly isSessionId?: ((sessionId: string) => boolean) | undefined
+  readonly openSession: (ttlMillis: number) => Effect.Effect<OpenedSession, unknown>
+  readonly keepAlive: (
+    sessionId: string,
+    ttlMillis: number,
+    known: string | undefined
+  ) => Effect.Effect<KeepAliveReply, unknown>
+  readonly closeSession: (sessionId: string) => Effect.Effect<void, unknown>
+  readonly acquire: (sessionId: string, name: string) => Effect.Effect<AcquireReply, unknown>
+  readonly release: (sessionId: string, name: string, token: bigint) => Effect.Effect<void, unknown>
+  readonly join: (sessionId: string, group: string) => Effect.Effect<JoinReply, unknown>
+  readonly leave: (sessionId: string, group: string) => Effect.Effect<void, unknown>
+  readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, unknown>
+  readonly hints: Stream.Stream<Hint>
+}
+
+/** The operations of the SPI, as named in errors, spans and metrics. */
+export type Operation = Exclude<keyof LeaseBackendService, "backend" | "hints">
+
+/** Builds the `LeaseBackend` service from a store's operations (see `Store` for what it adds). */
+export const make = (store: Store): LeaseBackendService => {
+  const backend = store.backend
+  const isSessionId = store.isSessionId ?? ((sessionId: string) => sessionId.length > 0)
+  const instrument = instrumentCall(backend)
+  const open = instrument("openSession")
+  const renew = instrument("keepAlive")
+  const closing = instrument("closeSession")
+  const acquiring = instrument("acquire")
+  const releasing = instrument("release")
+  const joining = instrument("join")
+  const leaving = instrument("leave")
+  const listing = instrument("members")
+
+  const invalid = (operation: Operation, cause: string) => Effect.fail(new BackendError({ backend, operation, cause }))
+  const withTtl = <A>(
+    operation: Operation,
+    ttl: Duration.Duration,
+    f: (ttlMillis: number) => Effect.Effect<A, unknown>
+  ): Effect.Effect<A, unknown> => {
+    const millis = Duration.toMillis(ttl)
+    return Number.isFinite(millis) && millis >= 1
+      ? f(Math.ceil(millis))
+      : invalid(operation, `ttl must be a finite duration of at least 1 ms (got ${Duration.format(ttl)})`)
+  }
+  const withName = <A>(operation: Operation, name: string, f: () => Effect.Effect<A, unknown>): Effect.Effect<A, unknown> => {
+    const rule = brokenRule(name)
+    return rule === undefined ? f() : invalid(operation, `invalid name ${JSON.stringify(name)}: ${rule}`)
+  }
+  const expired = Effect.succeed(KeepAliveReply.Expired())
+  const acquireExpired = Effect.succeed(AcquireReply.Expired())
+  const joinExpired = Effect.succeed<JoinReply>("Expired")
+
+  return {
+    backend,
+    openSession: (ttl) => open(withTtl("openSession", ttl, store.openSession)),
+    keepAlive: (sessionId, ttl, known) =>
+      renew(withTtl("keepAlive", ttl, (ttlMillis) =>
+        isSessionId(sessionId)
+          ? Effect.flatMap(store.keepAlive(sessionId, ttlMillis, known), (reply) =>
+            reply._tag === "Live" && reply.leases === undefined && (known === undefined || known !== reply.version)
+              ? invalid("keepAlive", `the reply omits the lease list of version ${reply.version}, but the client knows ${known ?? "none"}`)
+              : Effect.succeed(reply))
+          : expired)),
+    closeSession: (sessionId) => closing(isSessionId(sessionId) ? store.closeSession(sessionId) : Effect.void),
+    acquire: (sessionId, name) =>
+      acquiring(withName("acquire", name, () => isSessionId(sessionId) ? store.acquire(sessionId, name) : acquireExpired)),
+    release: (sessionId, name, token) =>
+      releasing(withName("release", name, () =>
+        isSessionId(sessionId) && token > 0n ? store.release(sessionId, name, token) : Effect.void)),
+    join: (sessionId, group) =>
+      joining(withName("join", group, () => isSessionId(sessionId) ? store.join(sessionId, group) : joinExpired)),
+    leave: (sessionId, group) =>
+      leaving(withName("leave", group, () => isSessionId(sessionId) ? store.leave(sessionId, group) : Effect.void)),
+    members: (group) => listing(withName("members", group, () => store.members(group))),
+    hints: store.hints
+  }
+}
+
+// Every metric is built from a key that already carries its tags: `Metric.tagged` would build (and
+// hash) a new key on every update, a cost paid on every backend call.
+const labelled = (labels: Record<string, string>) =>
+  Object.entries(labels).map(([key, value]) => MetricLabel.make(key, value))
+
+const callCounter = (labels: Record<string, string>) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(
+      MetricKey.counter("simba_backend_calls_total", {
+        description: "backend calls by backend, operation and outcome",
+        incremental: true
+      }),
+      labelled(labels)
+    )
+  )
+
+/** Call latency in milliseconds, with the buckets of `Metric.timer`. */
+const callLatency = (labels: Record<string, string>) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(
+      MetricKey.histogram(
+        "simba_backend_call_duration",
+        MetricBoundaries.exponential({ start: 0.5, factor: 2, count: 35 }),
+        "backend call latency by backend and operation"
+      ),
+      labelled({ ...labels, time_unit: "milliseconds" })
+    )
+  ).pipe(Metric.mapInput(Duration.toMillis))
+
+/**
+ * The wrapper of one operation's calls, built once per operation: tags failures as `BackendError`,
+ * counts outcomes (a call interrupted by its timeout counts as a failure), times it, and opens a span.
+ */
+const instrumentCall = (backend: string) => (operation: Operation) => {
+  const success = callCounter({ backend, operation, outcome: "success" })
+  const failure = callCounter({ backend, operation, outcome: "failure" })
+  const latency = callLatency({ backend, operation })
+  const tag = (cause: unknown): BackendError =>
+    cause instanceof BackendError ? cause : new BackendError({ backend, operation, cause })
+  const span = `simba.${operation}`
+  const spanOptions = { attributes: { backend }, captureStackTrace: false } as const
+  return <A>(call: Effect.Effect<A, unknown>): Effect.Effect<A, BackendError> =>
+    call.pipe(
+      Effect.mapError(tag),
+      Effect.onExit((exit) => Metric.increment(Exit.isSuccess(exit) ? success : failure)),
+      Metric.trackDuration(latency),
+      Effect.withSpan(span, spanOptions)
+    )
+}
 
 /**
  * Loads a backend's driver (an optional peer dependency) when its layer is built, never when the

@@ -95,7 +95,7 @@ export interface Network {
 export const network: Effect.Effect<Network> = Effect.map(MemoryBackend.make, (backend) => ({ backend }))
 
 /** A network on a fresh in-memory backend made with `options` (e.g. `{ maxTtl: "4 seconds" }`). */
-export const networkWith = (options: MemoryBackend.Options): Effect.Effect<Network> =>
+export const networkWith = (options: MemoryBackend.Options): Effect.Effect<Network, SimbaConfigError> =>
   Effect.map(MemoryBackend.makeWith(options), (backend) => ({ backend }))
 
 /** A network on any backend: a real server in a real-time test, or a backend you wrapped yourself. */
@@ -316,7 +316,8 @@ export const faulty = (underlying: LeaseBackendService): Effect.Effect<FaultyBac
           undefined,
           Effect.tap(underlying.openSession(ttl), (session) => Ref.update(opened, (ids) => [...ids, session.sessionId]))
         ),
-      keepAlive: (sessionId, ttl) => send("keepAlive", sessionId, undefined, underlying.keepAlive(sessionId, ttl)),
+      keepAlive: (sessionId, ttl, known) =>
+        send("keepAlive", sessionId, undefined, underlying.keepAlive(sessionId, ttl, known)),
       closeSession: (sessionId) => send("closeSession", sessionId, undefined, underlying.closeSession(sessionId)),
       acquire: (sessionId, name) => send("acquire", sessionId, name, underlying.acquire(sessionId, name)),
       release: (sessionId, name, token) => send("release", sessionId, name, underlying.release(sessionId, name, token)),

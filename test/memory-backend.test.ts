@@ -105,6 +105,8 @@ describe("MemoryBackend", () => {
       expect(live).toEqual({
         _tag: "Live",
         remaining: Duration.seconds(5),
+        // Three grants, three changes of the set.
+        version: "3",
         leases: [{ name: "a", token: 1n }, { name: "b", token: 1n }, { name: "c", token: 1n }],
         groups: [{ group: "g1", members: sorted }, { group: "g2", members: sorted }]
       })

@@ -23,7 +23,6 @@
  * `Effect.provideService(LeaseBackend, backend)`.
  */
 import * as Arr from "effect/Array"
-import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -38,15 +37,16 @@ import * as PubSub from "effect/PubSub"
 import * as Random from "effect/Random"
 import * as Stream from "effect/Stream"
 import * as SynchronizedRef from "effect/SynchronizedRef"
+import { SimbaConfigError } from "../Errors.js"
 import {
   AcquireReply,
-  BackendError,
   type HeldLease,
   Hint,
   type JoinReply,
   KeepAliveReply,
   LeaseBackend,
   type LeaseBackendService,
+  make as makeBackend,
   type OpenedSession
 } from "../LeaseBackend.js"
 
@@ -66,6 +66,8 @@ interface Session {
   /** Backend-clock instant (milliseconds) at which the session expires unless renewed. */
   readonly expiresAt: number
   readonly leases: HashSet.HashSet<string>
+  /** Bumped on every change of `leases`: a renewal that names it gets no lease list back. */
+  readonly version: number
   readonly groups: HashSet.HashSet<string>
 }
 
@@ -144,26 +146,26 @@ const maxIdDraws = 16
  * Makes a backend with options. Each call makes an independent store; share the returned value
  * between clients to put them on the same store.
  */
-export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendService> =>
+export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendService, SimbaConfigError> =>
+  Effect.flatMap(maxTtlOf(options), makeStore)
+
+/** The `maxTtl` option in milliseconds (`Infinity` when absent), or the rule it breaks. */
+const maxTtlOf = (options: Options): Effect.Effect<number, SimbaConfigError> => {
+  if (options.maxTtl === undefined) return Effect.succeed(Infinity)
+  const decoded = Duration.decodeUnknown(options.maxTtl)
+  const millis = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : Number.NaN
+  return millis > 0
+    ? Effect.succeed(millis)
+    : Effect.fail(new SimbaConfigError({ field: "maxTtl", rule: "must be a positive duration" }))
+}
+
+const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
   Effect.gen(function*() {
-    const maxTtl = options.maxTtl === undefined ? Infinity : Duration.toMillis(options.maxTtl)
-    if (!(maxTtl > 0)) {
-      return yield* Effect.die(new Cause.IllegalArgumentException("MemoryBackend maxTtl must be positive"))
-    }
     const ref = yield* SynchronizedRef.make(empty)
     const pubsub = yield* PubSub.unbounded<Hint>()
 
-    const fail = (operation: string, message: string) =>
-      new BackendError({ backend, operation, cause: new Cause.IllegalArgumentException(message) })
-
-    /** The ttl granted for a request of `ttl`, in milliseconds: as asked, cut to `maxTtl`. */
-    const grant = (operation: string, ttl: Duration.Duration): Effect.Effect<number, BackendError> => {
-      const asked = Duration.toMillis(ttl)
-      if (!Number.isFinite(asked) || asked <= 0) {
-        return Effect.fail(fail(operation, `ttl must be finite and positive, got ${Duration.format(ttl)}`))
-      }
-      return Effect.succeed(Math.min(asked, maxTtl))
-    }
+    /** The ttl granted for a request of `ttl` milliseconds: as asked, cut to `maxTtl`. */
+    const grant = (ttl: number): number => Math.min(ttl, maxTtl)
 
     /**
      * Runs one call as a single atomic step on the state, after dropping expired sessions, and pushes
@@ -181,52 +183,56 @@ export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendServi
     const transact = <A>(f: (state: State, now: number) => Step<A>): Effect.Effect<A> =>
       transactEffect((state, now) => Effect.succeed(f(state, now)))
 
-    const freshId = (state: State): Effect.Effect<string, BackendError> =>
+    const freshId = (state: State): Effect.Effect<string, string> =>
       Effect.gen(function*() {
         for (let draw = 0; draw < maxIdDraws; draw++) {
           const id = yield* randomId
           if (!HashSet.has(state.issued, id)) return id
         }
-        return yield* Effect.fail(fail("openSession", `Random gave ${maxIdDraws} already issued session ids in a row`))
+        return yield* Effect.fail(`Random gave ${maxIdDraws} already issued session ids in a row`)
       })
 
-    const openSession = (ttl: Duration.Duration): Effect.Effect<OpenedSession, BackendError> =>
-      Effect.flatMap(grant("openSession", ttl), (granted) =>
-        transactEffect((state, now) =>
-          Effect.map(freshId(state), (sessionId): Step<OpenedSession> => [
-            { sessionId, remaining: Duration.millis(granted) },
-            {
-              ...updateSession(state, sessionId, {
-                expiresAt: now + granted,
-                leases: HashSet.empty(),
-                groups: HashSet.empty()
-              }),
-              issued: HashSet.add(state.issued, sessionId)
-            },
-            []
-          ])
-        ))
+    const openSession = (ttl: number): Effect.Effect<OpenedSession, string> => {
+      const granted = grant(ttl)
+      return transactEffect((state, now) =>
+        Effect.map(freshId(state), (sessionId): Step<OpenedSession> => [
+          { sessionId, remaining: Duration.millis(granted) },
+          {
+            ...updateSession(state, sessionId, {
+              expiresAt: now + granted,
+              leases: HashSet.empty(),
+              version: 0,
+              groups: HashSet.empty()
+            }),
+            issued: HashSet.add(state.issued, sessionId)
+          },
+          []
+        ])
+      )
+    }
 
-    const keepAlive = (sessionId: string, ttl: Duration.Duration): Effect.Effect<KeepAliveReply, BackendError> =>
-      Effect.flatMap(grant("keepAlive", ttl), (granted) =>
-        transact((state, now): Step<KeepAliveReply> => {
-          const session = HashMap.get(state.sessions, sessionId)
-          if (Option.isNone(session)) return [KeepAliveReply.Expired(), state, []]
-          const renewed: Session = { ...session.value, expiresAt: now + granted }
-          const leases = sortStrings(renewed.leases).map((name): HeldLease => ({
-            name,
-            token: Option.getOrThrow(HashMap.get(state.leases, name)).token
-          }))
-          const groups = sortStrings(renewed.groups).map((group) => ({
-            group,
-            members: sortStrings(Option.getOrElse(HashMap.get(state.groups, group), HashSet.empty<string>))
-          }))
-          return [
-            KeepAliveReply.Live({ remaining: Duration.millis(granted), leases, groups }),
-            updateSession(state, sessionId, renewed),
-            []
-          ]
+    const keepAlive = (sessionId: string, ttl: number, known: string | undefined): Effect.Effect<KeepAliveReply> => {
+      const granted = grant(ttl)
+      return transact((state, now): Step<KeepAliveReply> => {
+        const session = HashMap.get(state.sessions, sessionId)
+        if (Option.isNone(session)) return [KeepAliveReply.Expired(), state, []]
+        const renewed: Session = { ...session.value, expiresAt: now + granted }
+        const version = String(renewed.version)
+        const leases = known === version ? undefined : sortStrings(renewed.leases).map((name): HeldLease => ({
+          name,
+          token: Option.getOrThrow(HashMap.get(state.leases, name)).token
         }))
+        const groups = sortStrings(renewed.groups).map((group) => ({
+          group,
+          members: sortStrings(Option.getOrElse(HashMap.get(state.groups, group), HashSet.empty<string>))
+        }))
+        return [
+          KeepAliveReply.Live({ remaining: Duration.millis(granted), version, leases, groups }),
+          updateSession(state, sessionId, renewed),
+          []
+        ]
+      })
+    }
 
     const closeSession = (sessionId: string): Effect.Effect<void> =>
       transact((state): Step<void> => {
@@ -257,7 +263,8 @@ export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendServi
           {
             ...updateSession(state, sessionId, {
               ...session.value,
-              leases: HashSet.add(session.value.leases, name)
+              leases: HashSet.add(session.value.leases, name),
+              version: session.value.version + 1
             }),
             leases: HashMap.set(state.leases, name, { holder: sessionId, token })
           },
@@ -278,7 +285,8 @@ export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendServi
           {
             ...updateSession(state, sessionId, {
               ...session.value,
-              leases: HashSet.remove(session.value.leases, name)
+              leases: HashSet.remove(session.value.leases, name),
+              version: session.value.version + 1
             }),
             leases: HashMap.set(state.leases, name, { holder: undefined, token })
           },
@@ -327,8 +335,9 @@ export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendServi
         []
       ])
 
-    return LeaseBackend.of({
+    return makeBackend({
       backend,
+      isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
       openSession,
       keepAlive,
       closeSession,
@@ -341,12 +350,17 @@ export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendServi
     })
   })
 
+const sessionIdPattern = /^[0-9a-f]{32}$/
+
 /** Makes a backend that grants every ttl as asked. */
-export const make: Effect.Effect<LeaseBackendService> = makeWith()
+export const make: Effect.Effect<LeaseBackendService> = makeStore(Infinity)
 
 /** Provides a fresh in-memory `LeaseBackend` made with `options` (by default: every ttl granted as asked). */
-export const layer = (options: Options = {}): Layer.Layer<LeaseBackend> => Layer.effect(LeaseBackend, makeWith(options))
+export const layer = (options: Options = {}): Layer.Layer<LeaseBackend, SimbaConfigError> =>
+  Layer.effect(LeaseBackend, makeWith(options))
 
 /** Provides a fresh in-memory `LeaseBackend` with options read from `config`. */
-export const layerConfig = (config: Config.Config<Options>): Layer.Layer<LeaseBackend, ConfigError.ConfigError> =>
+export const layerConfig = (
+  config: Config.Config<Options>
+): Layer.Layer<LeaseBackend, ConfigError.ConfigError | SimbaConfigError> =>
   Layer.effect(LeaseBackend, Effect.flatMap(config, makeWith))

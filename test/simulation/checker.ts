@@ -100,6 +100,8 @@ export class Checker {
   private readonly stopped = new Set<string>()
   private readonly closedIncs = new Set<string>()
   private readonly sentStep = new Map<string, number>()
+  /** Lease lists of renewal replies by session and version, to read replies that say "unchanged". */
+  private readonly listed = new Map<string, ReadonlyArray<Engine.HeldLease>>()
   private readonly exemptSessions = new Set<string>()
   private readonly exemptLeases = new Set<string>()
   /** Liveness: when each name started lacking a leader while contended. */
@@ -360,10 +362,17 @@ export class Checker {
     // R3: a renewal reply revokes every term adopted before it was sent that it no longer lists.
     if (request._tag === "KeepAlive" && response._tag === "Live") {
       const sent = this.sentStep.get(`${here}/${event.requestId}`) ?? Infinity
+      if (response.leases !== undefined && response.version !== undefined) {
+        this.listed.set(`${request.sessionId}/${response.version}`, response.leases)
+      }
+      const leases = response.leases ?? this.listed.get(`${request.sessionId}/${request.known}`)
+      if (leases === undefined) {
+        throw new Violation(`${here}: renewal reply (request ${event.requestId}) omits a lease list nobody read`)
+      }
       for (const term of this.active) {
         if (term.client !== client || term.inc !== inc || term.sessionId !== request.sessionId) continue
         if (term.adoptedStep >= sent) continue
-        if (!response.leases.some((l) => l.name === term.name && l.token === term.token)) {
+        if (!leases.some((l) => l.name === term.name && l.token === term.token)) {
           throw new Violation(
             `${here}: renewal reply (request ${event.requestId}) no longer lists ${term.name} token ${term.token}, but the term is not revoked (R3: TAKEN_OVER)`
           )
@@ -485,7 +494,7 @@ export const formatRequest = (r: Engine.Request): string => {
     case "OpenSession":
       return `OpenSession(ttl ${r.ttl})`
     case "KeepAlive":
-      return `KeepAlive(${r.sessionId})`
+      return `KeepAlive(${r.sessionId}${r.known === undefined ? "" : `, known v${r.known}`})`
     case "CloseSession":
       return `CloseSession(${r.sessionId})`
     case "Acquire":
@@ -506,7 +515,9 @@ export const formatResponse = (r: Engine.Response): string => {
     case "Opened":
       return `Opened(${r.sessionId}, ${fmt(r.remaining)})`
     case "Live":
-      return `Live(${fmt(r.remaining)}, [${r.leases.map((l) => `${l.name}:${l.token}`).join(" ")}]${
+      return `Live(${fmt(r.remaining)}, ${
+        r.leases === undefined ? `unchanged v${r.version}` : `v${r.version ?? "-"} [${r.leases.map((l) => `${l.name}:${l.token}`).join(" ")}]`
+      }${
         r.groups.length === 0 ? "" : `, groups ${r.groups.map((g) => `${g.group}=[${g.members.join(" ")}]`).join(" ")}`
       })`
     case "Granted":

@@ -33,6 +33,8 @@ interface ModelSession {
   readonly id: string
   expiresAt: number
   readonly leases: Set<string>
+  /** Bumped on every change of `leases`; a renewal naming it is answered without the list. */
+  version: number
   readonly groups: Set<string>
 }
 
@@ -97,8 +99,17 @@ export class ModelBackend {
     if (!this.options.handOff || head === undefined) return { _tag: "Released", name }
     lease.holder = head
     lease.token += 1n
-    this.sessions.get(head)!.leases.add(name)
+    this.holds(head, name, true)
     return { _tag: "Granted", name, to: head, token: lease.token }
+  }
+
+  /** Adds (or removes) `name` to the leases of `sessionId`, bumping its version. */
+  private holds(sessionId: string, name: string, held: boolean): void {
+    const session = this.sessions.get(sessionId)
+    if (session === undefined) return
+    if (held) session.leases.add(name)
+    else session.leases.delete(name)
+    session.version += 1
   }
 
   private wait(name: string, sessionId: string): void {
@@ -130,7 +141,7 @@ export class ModelBackend {
       case "OpenSession": {
         const id = `s${++this.issued}`
         const granted = this.grant(request.ttl)
-        this.sessions.set(id, { id, expiresAt: now + granted, leases: new Set(), groups: new Set() })
+        this.sessions.set(id, { id, expiresAt: now + granted, leases: new Set(), version: 0, groups: new Set() })
         return { response: { _tag: "Opened", sessionId: id, remaining: granted }, hints: [] }
       }
       case "KeepAlive": {
@@ -138,12 +149,13 @@ export class ModelBackend {
         if (session === undefined) return { response: { _tag: "Expired" }, hints: [] }
         const granted = this.grant(request.ttl)
         session.expiresAt = now + granted
-        const leases = Array.from(session.leases).sort().map((name) => ({
+        const version = String(session.version)
+        const leases = request.known === version ? undefined : Array.from(session.leases).sort().map((name) => ({
           name,
           token: this.leases.get(name)!.token
         }))
         const groups = Array.from(session.groups).sort().map((group) => ({ group, members: this.membersOf(group) }))
-        return { response: { _tag: "Live", remaining: granted, leases, groups }, hints: [] }
+        return { response: { _tag: "Live", remaining: granted, version, leases, groups }, hints: [] }
       }
       case "CloseSession": {
         const session = this.sessions.get(request.sessionId)
@@ -171,7 +183,7 @@ export class ModelBackend {
         }
         const token = (lease?.token ?? 0n) + 1n
         this.leases.set(request.name, { holder: session.id, token })
-        session.leases.add(request.name)
+        this.holds(session.id, request.name, true)
         this.stopWaiting(request.name, session.id)
         return { response: { _tag: "Granted", token }, hints: [] }
       }
@@ -181,7 +193,7 @@ export class ModelBackend {
           return { response: { _tag: "Done" }, hints: [] }
         }
         lease.holder = undefined
-        this.sessions.get(request.sessionId)?.leases.delete(request.name)
+        this.holds(request.sessionId, request.name, false)
         return { response: { _tag: "Done" }, hints: [this.handOff(request.name, lease)] }
       }
       case "Join": {
@@ -244,7 +256,7 @@ export class ModelBackend {
     if (lease === undefined || lease.holder === undefined) return undefined
     const holder = lease.holder
     lease.holder = undefined
-    this.sessions.get(holder)?.leases.delete(name)
+    this.holds(holder, name, false)
     return { holder, token: lease.token, hints: [{ _tag: "Released", name }] }
   }
 }

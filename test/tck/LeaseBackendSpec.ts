@@ -11,7 +11,7 @@ import { describe, expect } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import type { Hint, LeaseBackend } from "../../src/LeaseBackend.js"
+import type { HeldLease, Hint, LeaseBackend } from "../../src/LeaseBackend.js"
 import {
   acquireGranted,
   backend,
@@ -19,6 +19,7 @@ import {
   expectHeldBy,
   expectLive,
   heldLeases,
+  listed,
   keepAliveDuring,
   open,
   renew,
@@ -45,6 +46,7 @@ export const LeaseBackendSpec = (
     describe("sessions", () => sessions(tck))
     describe("leases", () => leases(tck))
     describe("tokens", () => tokens(tck))
+    describe("renewals", () => renewals(tck))
     describe("groups", () => groups(tck))
     if (tck.hints) describe("hints", () => hints(tck))
     describe("client", () => clientCases(tck))
@@ -330,6 +332,114 @@ export const groups = (tck: Tck): void => {
     expect(yield* b.join(silent, group)).toBe("Expired")
     expect(yield* b.members(group)).toEqual([staying])
   }))
+}
+
+/**
+ * Versioned renewals (SPEC section 7): a renewal that names the version of the last list the client
+ * read gets no list back while the session's set is unchanged, and a full list after any change (an
+ * acquire, a release, a hand-off grant), also when the client never read the reply that carried the
+ * change. On a backend that lists every time, every list must be complete.
+ */
+export const renewals = (tck: Tck): void => {
+  /** Renews naming `known`; returns the version and the leases as the client then knows them. */
+  const renewKnowing = (sessionId: string, known: string | undefined, before: ReadonlyArray<HeldLease>) =>
+    Effect.gen(function*() {
+      const b = yield* backend
+      const live = expectLive(yield* b.keepAlive(sessionId, tck.ttl, known))
+      if (!tck.versionedRenewals) expect(live.leases).toBeDefined()
+      if (live.leases === undefined) expect(live.version).toBe(known)
+      return { version: live.version, leases: live.leases, known: live.leases ?? before }
+    })
+  const sorted = (leases: ReadonlyArray<HeldLease>) => [...leases].sort((x, y) => x.name.localeCompare(y.name))
+
+  tck.test("an unchanged set is not listed again", Effect.gen(function*() {
+    const [n1, n2, n3] = yield* uniqueNames("n1", "n2", "n3")
+    const a = yield* open(tck)
+    const held = [
+      { name: n1, token: yield* acquireGranted(a, n1) },
+      { name: n2, token: yield* acquireGranted(a, n2) },
+      { name: n3, token: yield* acquireGranted(a, n3) }
+    ]
+    const first = listed(yield* renew(tck, a))
+    expect(sorted(first)).toEqual(held)
+    const { version } = yield* renewKnowing(a, undefined, [])
+    for (let i = 0; i < 3; i++) {
+      const again = yield* renewKnowing(a, version, first)
+      if (tck.versionedRenewals) {
+        expect(again.leases).toBeUndefined()
+        expect(again.version).toBe(version)
+      }
+      expect(sorted(again.known)).toEqual(held)
+    }
+  }))
+
+  tck.test("an acquire, a release and a re-acquire each change the set", Effect.gen(function*() {
+    const b = yield* backend
+    const [n1, n2] = yield* uniqueNames("n1", "n2")
+    const a = yield* open(tck)
+    const t1 = yield* acquireGranted(a, n1)
+    const v1 = yield* renewKnowing(a, undefined, [])
+    const t2 = yield* acquireGranted(a, n2)
+    const v2 = yield* renewKnowing(a, v1.version, v1.known)
+    expect(v2.leases).toBeDefined()
+    expect(v2.version).not.toBe(v1.version)
+    expect(sorted(v2.known)).toEqual([{ name: n1, token: t1 }, { name: n2, token: t2 }])
+    yield* b.release(a, n1, t1)
+    const v3 = yield* renewKnowing(a, v2.version, v2.known)
+    expect(v3.leases).toEqual([{ name: n2, token: t2 }])
+    // The same names as before, with a new token: a change too.
+    const t1b = yield* acquireGranted(a, n1)
+    expect(t1b).toBeGreaterThan(t1)
+    const v4 = yield* renewKnowing(a, v3.version, v3.known)
+    expect(sorted(v4.leases ?? [])).toEqual([{ name: n1, token: t1b }, { name: n2, token: t2 }])
+  }))
+
+  tck.test("a refused acquire does not change the set", Effect.gen(function*() {
+    const name = yield* uniqueName("held")
+    const holder = yield* open(tck)
+    const a = yield* open(tck)
+    yield* acquireGranted(holder, name)
+    const v1 = yield* renewKnowing(a, undefined, [])
+    expectHeldBy(yield* (yield* backend).acquire(a, name))
+    const v2 = yield* renewKnowing(a, v1.version, v1.known)
+    expect(v2.known).toEqual([])
+    if (tck.versionedRenewals) expect(v2.leases).toBeUndefined()
+  }))
+
+  tck.test("a change whose reply was lost is listed again", Effect.gen(function*() {
+    const [n1, n2] = yield* uniqueNames("n1", "n2")
+    const a = yield* open(tck)
+    const t1 = yield* acquireGranted(a, n1)
+    const v1 = yield* renewKnowing(a, undefined, [])
+    const t2 = yield* acquireGranted(a, n2)
+    // This reply is lost: the client still knows only v1.
+    const lost = yield* renewKnowing(a, v1.version, v1.known)
+    expect(lost.leases).toBeDefined()
+    const again = yield* renewKnowing(a, v1.version, v1.known)
+    expect(sorted(again.leases ?? [])).toEqual([{ name: n1, token: t1 }, { name: n2, token: t2 }])
+    expect(again.version).toBe(lost.version)
+    // A version the backend never gave is answered with the list.
+    const unknown = yield* renewKnowing(a, "not-a-version", [])
+    expect(sorted(unknown.leases ?? [])).toEqual([{ name: n1, token: t1 }, { name: n2, token: t2 }])
+  }))
+
+  if (tck.handOffGrants) {
+    tck.test("a hand-off grant changes the waiter's set", Effect.gen(function*() {
+      const b = yield* backend
+      const name = yield* uniqueName("handed")
+      const holder = yield* open(tck)
+      const waiter = yield* open(tck)
+      const token = yield* acquireGranted(holder, name)
+      expectHeldBy(yield* b.acquire(waiter, name))
+      const v1 = yield* renewKnowing(waiter, undefined, [])
+      expect(v1.known).toEqual([])
+      yield* b.release(holder, name, token)
+      const v2 = yield* renewKnowing(waiter, v1.version, v1.known)
+      expect(v2.version).not.toBe(v1.version)
+      expect(v2.leases?.map((lease) => lease.name)).toEqual([name])
+      expect(v2.leases![0]!.token).toBeGreaterThan(token)
+    }))
+  }
 }
 
 export const hints = (tck: Tck): void => {
