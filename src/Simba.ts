@@ -23,7 +23,7 @@ import type {
   SimbaClosedError,
   SimbaConfigError
 } from "./Errors.js"
-import * as Client from "./Client.js"
+import * as Client from "./internal/client.js"
 import type { LeaseBackend } from "./LeaseBackend.js"
 import * as SimbaConfig from "./SimbaConfig.js"
 import type { ElectionStatus, SessionStatus, SimbaEvent } from "./SimbaEvent.js"
