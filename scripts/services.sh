@@ -5,6 +5,8 @@
 #   MariaDB      127.0.0.1:3306
 #   Redis        127.0.0.1:6379
 #   Redis Cluster, 3 masters, 127.0.0.1:7000-7002 (files under <repo>/.services/redis-cluster/)
+#   ZooKeeper    127.0.0.1:2181, standalone (installed from the Debian package `zookeeper` when
+#                missing; files under <repo>/.services/zookeeper/)
 #
 # Idempotent: when everything answers it only runs a few pings (well under a second). After the
 # cluster nodes were killed it restarts them from their nodes.conf; a cluster whose files are lost or
@@ -178,11 +180,101 @@ ensure_redis_cluster() {
   log "Redis Cluster ok on ports ${CLUSTER_PORTS[*]}"
 }
 
-# --- ZooKeeper (127.0.0.1:2181) -----------------------------------------------------------------
-# Not needed yet. When the ZooKeeper backend lands, its ensure function goes HERE (install the
-# Debian `zookeeper` package once, run it standalone under $SERVICES_DIR/zookeeper with its pid in a
-# file, ready when `echo ruok | nc -w 2 127.0.0.1 2181` prints imok; see ../shared/SERVICES.md),
-# and a call to it goes at the end of main below.
+# --- ZooKeeper (standalone, 127.0.0.1:2181; files under <repo>/.services/zookeeper/) ------------
+
+ZK_DIR="$SERVICES_DIR/zookeeper"
+ZK_PORT="${SIMBA_ZK_PORT:-2181}"
+ZK_JARS=(/usr/share/java/zookeeper.jar /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar)
+
+# `ruok` over bash's /dev/tcp (no netcat needed): the server answers `imok` when it serves.
+zookeeper_up() {
+  local reply
+  reply="$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf ruok >&3 && cat <&3" 2>/dev/null)" || true
+  [[ "$reply" == "imok" ]]
+}
+
+zookeeper_installed() {
+  local jar
+  for jar in "${ZK_JARS[@]}"; do [[ -f "$jar" ]] || return 1; done
+  command -v java >/dev/null 2>&1
+}
+
+# The Debian package (ZooKeeper 3.8 on Debian 12), installed once; `zookeeperd` is not needed (it
+# only adds a systemd unit). On a fresh machine the package lists are fetched first.
+install_zookeeper() {
+  local sudo=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null 2>&1 || die "ZooKeeper is not installed and installing it needs root (apt-get install zookeeper)"
+    sudo=(sudo -n)
+  fi
+  require apt-get "install ZooKeeper"
+  log "installing ZooKeeper (Debian package zookeeper)"
+  local output
+  if ! apt-cache show zookeeper >/dev/null 2>&1; then
+    output="$("${sudo[@]}" apt-get update 2>&1)" || die "apt-get update failed:
+$output"
+  fi
+  output="$(DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends zookeeper 2>&1)" || {
+    # Stale package lists (a mirror moved on): fetch them again once.
+    "${sudo[@]}" apt-get update >/dev/null 2>&1 || true
+    output="$(DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends zookeeper 2>&1)" ||
+      die "apt-get install zookeeper failed:
+$output"
+  }
+  zookeeper_installed || die "the zookeeper package is installed but ${ZK_JARS[*]} or java is missing"
+}
+
+write_zookeeper_config() {
+  mkdir -p "$ZK_DIR/conf" "$ZK_DIR/data"
+  # tickTime 500 ms: sessions of 1..60 s (the tests use short ones); forceSync=no: test data only.
+  cat >"$ZK_DIR/conf/zoo.cfg" <<EOF
+tickTime=500
+minSessionTimeout=1000
+maxSessionTimeout=60000
+dataDir=$ZK_DIR/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+forceSync=no
+preAllocSize=4096
+EOF
+  cat >"$ZK_DIR/conf/log4j.properties" <<EOF
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.RollingFileAppender
+log4j.appender.FILE.File=$ZK_DIR/zookeeper.log
+log4j.appender.FILE.MaxFileSize=10MB
+log4j.appender.FILE.MaxBackupIndex=1
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
+EOF
+}
+
+ensure_zookeeper() {
+  zookeeper_up "$ZK_PORT" && return 0
+  zookeeper_installed || install_zookeeper
+  # A server of ours that is starting (or hung) still owns the port: wait for it, never start a second.
+  local pid=""
+  [[ -f "$ZK_DIR/zookeeper.pid" ]] && pid="$(cat "$ZK_DIR/zookeeper.pid" 2>/dev/null || true)"
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && grep -q ZooKeeperServerMain "/proc/$pid/cmdline" 2>/dev/null; then
+    log "waiting for the ZooKeeper server already started (pid $pid)"
+  else
+    write_zookeeper_config
+    log "starting ZooKeeper on 127.0.0.1:$ZK_PORT (${ZK_DIR#"$ROOT"/})"
+    # setsid: its own session, so it outlives this script and the test run, like the Redis servers.
+    setsid java -Xms64m -Xmx512m -XX:+UseSerialGC \
+      -Dzookeeper.admin.enableServer=false -Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat,mntr \
+      -Dlog4j.configuration="file:$ZK_DIR/conf/log4j.properties" \
+      -cp "$ZK_DIR/conf:$(IFS=:; echo "${ZK_JARS[*]}")" \
+      org.apache.zookeeper.server.ZooKeeperServerMain "$ZK_DIR/conf/zoo.cfg" \
+      </dev/null >>"$ZK_DIR/zookeeper.out" 2>&1 &
+    echo $! >"$ZK_DIR/zookeeper.pid"
+    disown $! 2>/dev/null || true
+  fi
+  wait_until "$WAIT_SECONDS" zookeeper_up "$ZK_PORT" ||
+    die "ZooKeeper does not answer on 127.0.0.1:$ZK_PORT within ${WAIT_SECONDS}s (see $ZK_DIR/zookeeper.log and zookeeper.out)"
+  log "ZooKeeper ok on 127.0.0.1:$ZK_PORT"
+}
 
 main() {
   require redis-cli "check Redis"
@@ -192,6 +284,7 @@ main() {
   ensure_mariadb
   ensure_redis
   ensure_redis_cluster
+  ensure_zookeeper
 }
 
 main "$@"
