@@ -27,7 +27,7 @@ const lines: Array<Line> = []
 const children: Array<ChildProcess> = []
 
 const start = (): ChildProcess => {
-  const child = spawn(process.execPath, ["--conditions=simba-source", "--import", "tsx", "examples/redis-leader.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "examples/redis-leader.ts"], {
     cwd: root,
     env: {
       ...process.env,
