@@ -1,0 +1,22 @@
+// A user's TypeScript program, compiled by `tsc --strict` with NodeNext resolution against the
+// installed package's `.d.ts` files, then run with plain `node`.
+import { Console, Effect, Option } from "effect"
+import { type Election, Simba, SimbaMemoryLive, type Term } from "simba"
+
+const fencedWrite = (term: Term.Term): Effect.Effect<bigint> => Effect.succeed(term.token)
+
+const program: Effect.Effect<{ readonly lockToken: bigint; readonly leaderToken: bigint }, unknown, Simba.Simba> =
+  Effect.scoped(Effect.gen(function*() {
+    const lockToken = yield* Simba.withLock("orders", fencedWrite)
+    const election: Election = yield* Simba.election("reporter")
+    const term = yield* election.awaitLeader
+    const current = yield* election.term
+    yield* election.stop
+    return { lockToken, leaderToken: Option.getOrElse(Option.map(current, (t) => t.token), () => term.token) }
+  }))
+
+// An unhandled rejection ends `node` with a non-zero exit code, which the test asserts against.
+await Effect.runPromise(program.pipe(
+  Effect.provide(SimbaMemoryLive),
+  Effect.flatMap(({ leaderToken, lockToken }) => Console.log(`typed lock=${lockToken} leader=${leaderToken}`))
+))

@@ -1,0 +1,176 @@
+/**
+ * The package as users get it: build and `npm pack` this repository, install the tarball into a fresh
+ * project (in the OS temp directory) with the required peers only, no driver, and run there
+ *   - a plain `node` ESM program on `SimbaMemoryLive` (a `withLock` and an election);
+ *   - a TypeScript program compiled by `tsc --strict` with NodeNext resolution, run with `node`;
+ *   - the same ESM program under a recorder of every module it resolves: no driver may appear;
+ *   - `SimbaRedisLive` built without `ioredis`: a typed failure naming the package.
+ * The programs live in `test/packaging/app/`. npm runs with `--prefer-offline` (its cache is warm
+ * from `npm ci`); every child process has a timeout.
+ */
+import { execFile } from "node:child_process"
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const fixtures = fileURLToPath(new URL("./app", import.meta.url))
+const tsc = join(root, "node_modules", "typescript", "bin", "tsc")
+const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+  readonly peerDependencies: Record<string, string>
+  readonly peerDependenciesMeta: Record<string, { readonly optional?: boolean }>
+}
+/** The required peers, at the ranges the package asks for (a bare `@effect/platform-node` is Effect 4's). */
+const requiredPeers = Object.entries(manifest.peerDependencies)
+  .filter(([name]) => manifest.peerDependenciesMeta[name]?.optional !== true)
+  .map(([name, range]) => `${name}@${range}`)
+/** Driver packages: none may be installed by the peers above, nor loaded by `import "simba"`. */
+const drivers = ["ioredis", "zookeeper", "pg", "mysql2", "@effect/sql-pg", "@effect/sql-mysql2"]
+
+interface Run {
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Runs a program (no shell), failing with its output when it exits non-zero or outlives `timeout`.
+ * The parent npm's `npm_*` variables are dropped, so the npm run here takes the temp project as its
+ * own and not this repository (`npm_config_local_prefix` and friends under `npm test`).
+ */
+const run = (file: string, args: ReadonlyArray<string>, options: {
+  readonly cwd: string
+  readonly timeout: number
+  readonly env?: Record<string, string>
+}): Promise<Run> =>
+  new Promise((resolve, reject) => {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key)))
+    execFile(file, args, {
+      cwd: options.cwd,
+      timeout: options.timeout,
+      maxBuffer: 16 * 1024 * 1024,
+      env: { ...env, ...options.env }
+    }, (error, stdout, stderr) => {
+      if (error) {
+        reject(new Error(`${file} ${args.join(" ")} failed (${error.message})\n--- stdout\n${stdout}\n--- stderr\n${stderr}`))
+      } else {
+        resolve({ stdout, stderr })
+      }
+    })
+  })
+
+const lastLine = (output: string): string => output.trim().split("\n").at(-1) ?? ""
+
+/** The package a specifier or a CommonJS file path belongs to, if it is one of the drivers. */
+const driverOf = (line: string): string | undefined => {
+  const [kind, target = ""] = line.split(" ", 2)
+  return drivers.find((driver) =>
+    kind === "import"
+      ? target === driver || target.startsWith(`${driver}/`) || target.includes(`/node_modules/${driver}/`)
+      : target.includes(`/node_modules/${driver}/`)
+  )
+}
+
+let temp = ""
+let app = ""
+let packed: ReadonlyArray<string> = []
+
+describe("the packed library in a fresh project", () => {
+  beforeAll(async () => {
+    temp = mkdtempSync(join(tmpdir(), "simba-packaging-"))
+    app = join(temp, "app")
+    // `npm pack` runs `prepack`, which builds dist/ from src/.
+    const pack = await run("npm", ["pack", "--json", "--pack-destination", temp], { cwd: root, timeout: 120_000 })
+    const [info] = JSON.parse(pack.stdout.slice(pack.stdout.indexOf("["))) as ReadonlyArray<{
+      readonly filename: string
+      readonly files: ReadonlyArray<{ readonly path: string }>
+    }>
+    packed = info!.files.map((file) => file.path)
+    mkdirSync(app)
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "simba-user", private: true, type: "module" }))
+    for (const file of readdirSync(fixtures)) copyFileSync(join(fixtures, file), join(app, file))
+    await run("npm", [
+      "install",
+      "--prefer-offline",
+      "--no-audit",
+      "--no-fund",
+      join(temp, info!.filename),
+      ...requiredPeers
+    ], { cwd: app, timeout: 150_000 })
+  }, 180_000)
+
+  afterAll(() => {
+    if (temp !== "") rmSync(temp, { recursive: true, force: true })
+  })
+
+  it("ships dist/ and the README only, and installs with one effect and no driver", () => {
+    expect(packed).toContain("dist/index.js")
+    expect(packed).toContain("dist/index.d.ts")
+    expect(packed).toContain("README.md")
+    expect(packed.filter((path) => !path.startsWith("dist/") && path !== "README.md" && path !== "package.json"))
+      .toEqual([])
+    // the app's effect is the one simba uses: no nested copy under simba
+    expect(existsSync(join(app, "node_modules", "simba", "node_modules"))).toBe(false)
+    const effect = JSON.parse(readFileSync(join(app, "node_modules", "effect", "package.json"), "utf8")) as {
+      readonly version: string
+    }
+    expect(effect.version).toMatch(/^3\./)
+    expect(drivers.filter((driver) => existsSync(join(app, "node_modules", driver)))).toEqual([])
+  })
+
+  it("runs a plain node ESM program on SimbaMemoryLive: a withLock and an election", async () => {
+    const { stdout } = await run(process.execPath, ["memory.mjs"], { cwd: app, timeout: 30_000 })
+    const result = JSON.parse(lastLine(stdout)) as {
+      readonly locked: { readonly lease: string; readonly token: string }
+      readonly elected: { readonly lease: string; readonly token: string; readonly status: string }
+    }
+    expect(result.locked.lease).toBe("orders")
+    expect(BigInt(result.locked.token)).toBeGreaterThan(0n)
+    expect(result.elected.lease).toBe("reporter")
+    expect(BigInt(result.elected.token)).toBeGreaterThan(0n)
+    expect(result.elected.status).toBe("LEADER")
+  })
+
+  it("compiles a TypeScript program with tsc --strict, NodeNext, and runs it with node", async () => {
+    await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: app, timeout: 60_000 })
+    const { stdout } = await run(process.execPath, [join("out", "typed.js")], { cwd: app, timeout: 30_000 })
+    const [, lockToken = "", leaderToken = ""] = /typed lock=(\d+) leader=(\d+)/.exec(lastLine(stdout)) ?? []
+    expect(BigInt(lockToken)).toBeGreaterThan(0n)
+    expect(BigInt(leaderToken)).toBeGreaterThan(0n)
+  })
+
+  it("loads no driver for import \"simba\" and SimbaMemoryLive", async () => {
+    const recorded = async (program: string) => {
+      const log = join(temp, `${program}.loads.log`)
+      writeFileSync(log, "")
+      await run(process.execPath, ["--import", "./record-loads.mjs", program], {
+        cwd: app,
+        timeout: 30_000,
+        env: { SIMBA_LOAD_LOG: log }
+      })
+      return readFileSync(log, "utf8").split("\n").filter((line) => line !== "")
+    }
+    const loads = await recorded("memory.mjs")
+    // the recorder sees the program's own imports, and the library's
+    expect(loads).toContain("import simba")
+    expect(loads).toContain("import effect")
+    expect(loads.filter((line) => driverOf(line) !== undefined)).toEqual([])
+    // and it would see a driver: the control program tries to import one
+    const control = await recorded("imports-a-driver.mjs")
+    expect(control.flatMap((line) => driverOf(line) ?? [])).toContain("ioredis")
+  })
+
+  it("fails to build SimbaRedisLive without ioredis, naming the package", async () => {
+    const { stdout } = await run(process.execPath, ["redis-missing.mjs"], { cwd: app, timeout: 30_000 })
+    const result = JSON.parse(lastLine(stdout)) as {
+      readonly failed: boolean
+      readonly tag?: string
+      readonly message?: string
+      readonly pretty?: string
+    }
+    expect(result.failed).toBe(true)
+    expect(result.tag, result.pretty).toBe("BackendError")
+    expect(result.message).toMatch(/\bioredis\b/)
+  })
+})
