@@ -1,0 +1,49 @@
+/** Starting and stopping a handle (an election or a lock) on the engine, with its hooks. */
+import * as Effect from "effect/Effect"
+import * as Scope from "effect/Scope"
+import type * as Engine from "../Engine.js"
+import { ElectionAlreadyStartedError, SimbaClosedError } from "../Errors.js"
+import * as LeaseName from "../LeaseName.js"
+import type { ElectionError } from "../Simba.js"
+import { request } from "./completions.js"
+import type { Hooks, Shell } from "./shell.js"
+
+/** Fails a start (or join) the engine refused. */
+export const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<void, ElectionError> => {
+  switch (outcome._tag) {
+    case "Ok":
+      return Effect.void
+    case "AlreadyStarted":
+      return Effect.fail(new ElectionAlreadyStartedError({ name }))
+    case "Closed":
+      return Effect.fail(new SimbaClosedError())
+  }
+}
+
+/** Registers hooks, starts the election and stops it (awaiting the handover) when the scope closes. */
+export const start = (
+  shell: Shell,
+  name: string,
+  kind: "election" | "lock",
+  hasWork: boolean,
+  hooks: Hooks
+): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
+  Effect.gen(function*() {
+    yield* LeaseName.validate(name)
+    const handle = shell.nextId++
+    shell.hooks.set(handle, hooks)
+    const stop = request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
+      Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
+      Effect.asVoid
+    )
+    // As `acquireRelease` (the start cannot be interrupted halfway, and `stop` is registered with
+    // it), but a plain scope finalizer: `stop` needs none of the caller's fiber refs, and restoring
+    // them (two diffs and two patches of every fiber ref) cost more than the stop itself.
+    yield* Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) =>
+      request(shell, (completion) => ({ _tag: "Start", handle, name, kind, hasWork, completion })).pipe(
+        Effect.flatMap((outcome) => failStart(name, outcome)),
+        Effect.tapError(() => Effect.sync(() => shell.hooks.delete(handle))),
+        Effect.zipRight(Scope.addFinalizer(scope, stop))
+      )))
+    return { handle, stop }
+  })

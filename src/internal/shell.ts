@@ -1,0 +1,82 @@
+/**
+ * The record of one client's shell: its channels and registries. Every part of the shell is a
+ * function of this record (built once by `client.make`), not a closure over it.
+ *
+ * Hooks and completions are registered by API calls before their event is queued; everything else
+ * is touched by the loop fiber only.
+ */
+import type * as Deferred from "effect/Deferred"
+import type * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import type * as Option from "effect/Option"
+import type * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import type * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
+import type * as Engine from "../Engine.js"
+import type { LeaseBackendService } from "../LeaseBackend.js"
+import type { SimbaEvent } from "../SimbaEvent.js"
+import type * as Term from "../Term.js"
+import type * as CallMetrics from "./callMetrics.js"
+import type * as CallSweeper from "./callSweeper.js"
+import type * as SessionDeadline from "./sessionDeadline.js"
+
+/** A backend request the engine asked for. */
+export type Call = Extract<Engine.Effect, { _tag: "Call" }>
+
+/** What the shell does with the terms of one handle (an election, a lock or a partition group). */
+export interface Hooks {
+  /** Returns the work to run for the term, if any. */
+  readonly onElected: (
+    term: Term.Term,
+    partition: number | undefined
+  ) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>>
+  readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
+}
+
+/** A term between its `Elected` and its `Revoked`. */
+export interface LiveTerm {
+  readonly term: Term.Term
+  readonly revoked: Deferred.Deferred<Term.RevokeReason>
+  work: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  readonly handle: number
+  readonly group: string | undefined
+}
+
+export interface Shell {
+  readonly backend: LeaseBackendService
+  /** The client's fibers (loop, timers, calls, sweeper); closed after the session was closed. */
+  readonly scope: Scope.Scope
+  /** The engine's input, taken by the loop fiber. */
+  readonly events: Queue.Queue<Engine.Event>
+  readonly pubsub: PubSub.PubSub<SimbaEvent>
+  /** The engine state; only the loop fiber sets it. */
+  readonly state: Ref.Ref<Engine.State>
+  /** Done once the client's scope closed: nobody will complete anything any more. */
+  readonly shutdown: Deferred.Deferred<void>
+  readonly hooks: Map<number, Hooks>
+  readonly groupHooks: Map<string, Hooks>
+  /** Callers waiting for the engine's `Complete`, by completion id. */
+  readonly completions: Map<number, Deferred.Deferred<Engine.Outcome>>
+  /** The engine's timers by key, each a sleeping fiber. */
+  readonly timers: Map<string, Fiber.RuntimeFiber<void>>
+  /** The live terms by term id. */
+  readonly terms: Map<number, LiveTerm>
+  readonly deadline: SessionDeadline.SessionDeadline
+  readonly calls: CallSweeper.CallSweeper<Call, Engine.Response>
+  readonly callMetrics: (operation: string) => CallMetrics.CallMetrics
+  /** Handle and completion ids. */
+  nextId: number
+}
+
+export const offer = (shell: Shell, event: Engine.Event): Effect.Effect<boolean> => Queue.offer(shell.events, event)
+
+/** How many entries each registry holds: a long-lived client's must stay bounded (tests check it). */
+export const sizes = (shell: Shell) => ({
+  hooks: shell.hooks.size,
+  groupHooks: shell.groupHooks.size,
+  completions: shell.completions.size,
+  timers: shell.timers.size,
+  terms: shell.terms.size,
+  callsInFlight: shell.calls.inFlight.size
+})

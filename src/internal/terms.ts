@@ -1,0 +1,66 @@
+/**
+ * Terms as the shell delivers them: `Elected` makes a `Term` (reading its session incarnation's
+ * deadline cell), runs the handle's hook and the term's work; `Revoked` completes the term's
+ * `revoked`, interrupts its work without waiting for it, and runs the hook.
+ */
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import type * as Engine from "../Engine.js"
+import * as Term from "../Term.js"
+import { interruptSignal } from "./interrupt.js"
+import { leaderGauge, revocationsByReason, termsWon } from "./metrics.js"
+import * as SessionDeadline from "./sessionDeadline.js"
+import { type LiveTerm, offer, type Shell } from "./shell.js"
+
+export const onElected = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const revoked = yield* Deferred.make<Term.RevokeReason>()
+    const cell = SessionDeadline.cellOf(shell.deadline, effect.sessionSeq)
+    const term = Term.make({
+      name: effect.name,
+      token: effect.token,
+      sessionId: effect.sessionId,
+      deadline: Effect.sync(() => cell.deadline),
+      revoked
+    })
+    const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
+    shell.terms.set(effect.termId, live)
+    yield* Metric.increment(termsWon)
+    yield* Metric.update(leaderGauge, shell.terms.size)
+    const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
+    const work = hook === undefined ? Option.none() : yield* hook.onElected(term, effect.partition)
+    if (Option.isSome(work)) {
+      live.work = yield* work.value.pipe(
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.void
+            : Effect.logError(`leader work for ${effect.name} failed`, cause)
+        ),
+        Effect.ensuring(offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })),
+        // Not in the client's scope: closing must not wait for work that ignores interruption
+        // longer than the handover allows (the engine bounds it by the deadline). Every term is
+        // revoked, and so its work interrupted, before the client closes.
+        Effect.forkDaemon
+      )
+    } else if (effect.hasWork) {
+      // The engine waits for the work it was told of; for a term without work it waits for nothing.
+      yield* offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
+    }
+  })
+
+export const onRevoked = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Revoked" }>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const live = shell.terms.get(effect.termId)
+    if (live === undefined) return
+    shell.terms.delete(effect.termId)
+    yield* Deferred.succeed(live.revoked, effect.reason)
+    yield* Metric.increment(revocationsByReason[effect.reason])
+    yield* Metric.update(leaderGauge, shell.terms.size)
+    // The engine never waits for the work: interruption is forked.
+    if (live.work !== undefined) yield* interruptSignal(live.work)
+    const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
+    if (hook !== undefined) yield* hook.onRevoked(live.term, effect.reason)
+  })
