@@ -5,8 +5,8 @@ import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as PartitionAssignment from "../src/PartitionAssignment.js"
 
-/** The shared vectors live beside the repository (`<repo>/../shared`), in CI as on a workstation. */
-const vectorsPath = fileURLToPath(new URL("../../shared/vectors/partition-weights.json", import.meta.url))
+/** The reference vectors every implementation of section 9 must reproduce, kept with the tests. */
+const vectorsPath = fileURLToPath(new URL("./fixtures/partition-weights.json", import.meta.url))
 
 const Vectors = Schema.Struct({
   fnv1a64_offset: Schema.String,
