@@ -81,7 +81,7 @@ describe("the packed library in a fresh project", () => {
     temp = mkdtempSync(join(tmpdir(), "simba-packaging-"))
     app = join(temp, "app")
     // `npm pack` runs `prepack`, which builds dist/ from src/.
-    const pack = await run("npm", ["pack", "--json", "--pack-destination", temp], { cwd: root, timeout: 120_000 })
+    const pack = await run("npm", ["pack", "--json", "--pack-destination", temp], { cwd: root, timeout: 90_000 })
     const [info] = JSON.parse(pack.stdout.slice(pack.stdout.indexOf("["))) as ReadonlyArray<{
       readonly filename: string
       readonly files: ReadonlyArray<{ readonly path: string }>
@@ -97,7 +97,7 @@ describe("the packed library in a fresh project", () => {
       "--no-fund",
       join(temp, info!.filename),
       ...requiredPeers
-    ], { cwd: app, timeout: 150_000 })
+    ], { cwd: app, timeout: 85_000 })
   }, 180_000)
 
   afterAll(() => {
@@ -130,7 +130,7 @@ describe("the packed library in a fresh project", () => {
     expect(result.elected.lease).toBe("reporter")
     expect(BigInt(result.elected.token)).toBeGreaterThan(0n)
     expect(result.elected.status).toBe("LEADER")
-  })
+  }, 40_000)
 
   it("compiles a TypeScript program with tsc --strict, NodeNext, and runs it with node", async () => {
     await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: app, timeout: 60_000 })
@@ -138,7 +138,7 @@ describe("the packed library in a fresh project", () => {
     const [, lockToken = "", leaderToken = ""] = /typed lock=(\d+) leader=(\d+)/.exec(lastLine(stdout)) ?? []
     expect(BigInt(lockToken)).toBeGreaterThan(0n)
     expect(BigInt(leaderToken)).toBeGreaterThan(0n)
-  })
+  }, 100_000)
 
   it("loads no driver for import \"simba\" and SimbaMemoryLive", async () => {
     const recorded = async (program: string) => {
@@ -159,7 +159,7 @@ describe("the packed library in a fresh project", () => {
     // and it would see a driver: the control program tries to import one
     const control = await recorded("imports-a-driver.mjs")
     expect(control.flatMap((line) => driverOf(line) ?? [])).toContain("ioredis")
-  })
+  }, 70_000)
 
   it("fails to build SimbaRedisLive without ioredis, naming the package", async () => {
     const { stdout } = await run(process.execPath, ["redis-missing.mjs"], { cwd: app, timeout: 30_000 })
@@ -172,5 +172,5 @@ describe("the packed library in a fresh project", () => {
     expect(result.failed).toBe(true)
     expect(result.tag, result.pretty).toBe("BackendError")
     expect(result.message).toMatch(/\bioredis\b/)
-  })
+  }, 40_000)
 })
