@@ -1,5 +1,5 @@
 /**
- * The Redis sections of the benchmark: Simba (`src/layers/Redis.ts` + `Simba.make`) beside
+ * The Redis sections of the benchmark: Simba (`src/layers/redis/` + `Simba.make`) beside
  * `@sesamecare-oss/redlock` and `redis-semaphore` `Mutex` on the same Redis, in one process.
  *
  * Settings: lease 3 s for everyone (Simba `leaseDuration: "3 seconds"`, so `renewInterval` 1 s;
@@ -25,7 +25,7 @@ import type { Redis } from "ioredis"
 import { Mutex } from "redis-semaphore"
 import type * as Client from "../src/Client.js"
 import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
-import * as RedisBackend from "../src/layers/Redis.js"
+import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
 import {

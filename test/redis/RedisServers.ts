@@ -18,7 +18,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
-import * as RedisBackend from "../../src/layers/Redis.js"
+import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 
 export const singleNode: RedisBackend.RedisOptions = { url: "redis://127.0.0.1:6379" }
 

@@ -10,7 +10,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { AcquireReply, Hint } from "../../src/LeaseBackend.js"
-import * as RedisBackend from "../../src/layers/Redis.js"
+import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { modes, rawClient, uniqueName, watchHints } from "./RedisServers.js"
 
 const ttl = Duration.millis(3000)

@@ -15,8 +15,9 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
+import { SimbaConfigError } from "../../src/Errors.js"
 import { type AcquireReply, BackendError, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
-import * as RedisBackend from "../../src/layers/Redis.js"
+import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import {
   clusterNodes,
   freePort,
@@ -39,8 +40,21 @@ const live = (reply: KeepAliveReply) => {
   if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
   return reply
 }
-const sortedLeases = (reply: KeepAliveReply) =>
-  [...live(reply).leases].sort((a, b) => a.name.localeCompare(b.name)).map((l) => [l.name, l.token])
+const sortedLeases = (reply: KeepAliveReply) => {
+  const leases = live(reply).leases
+  if (leases === undefined) expect.fail("expected the lease list (a renewal without a known version lists it)")
+  return [...leases].sort((a, b) => a.name.localeCompare(b.name)).map((l) => [l.name, l.token])
+}
+/** The error, which must be a `BackendError` (not a `SimbaConfigError`). */
+const backendError = (error: BackendError | SimbaConfigError): BackendError => {
+  if (error._tag !== "BackendError") expect.fail(`expected BackendError, got ${error._tag}: ${error.message}`)
+  return error
+}
+/** The error, which must be a `SimbaConfigError`. */
+const configError = (error: BackendError | SimbaConfigError): SimbaConfigError => {
+  if (error._tag !== "SimbaConfigError") expect.fail(`expected SimbaConfigError, got ${error._tag}: ${error.message}`)
+  return error
+}
 
 /** Every connection whose `CLIENT SETNAME` contains `name`, on every node of the mode. */
 const clientsNamed = (clusterMode: boolean, name: string) =>
@@ -443,22 +457,35 @@ describe("Redis backend options", () => {
       expect(Exit.isFailure(bad) && String(bad.cause)).toContain("host:port")
     }))
 
-  it.scopedLive("invalid options fail with BackendError(configure)", () =>
+  it.scopedLive("invalid options fail with SimbaConfigError naming the option, before any connection", () =>
     Effect.gen(function*() {
-      for (
-        const options of [
-          { keyPrefix: "bad prefix" },
-          { keyPrefix: "x{y}" },
-          { url: "http://127.0.0.1:6379" },
-          { url: "redis://127.0.0.1:6379/zero" },
-          { port: 70000 },
-          { cluster: { nodes: [] } },
-          { commandTimeout: Duration.zero }
-        ] satisfies Array<RedisBackend.RedisOptions>
-      ) {
-        const error = yield* Effect.flip(Effect.scoped(RedisBackend.make(options)))
-        expect(error._tag).toBe("BackendError")
-        expect(error.operation).toBe("configure")
+      const cases: Array<[RedisBackend.RedisOptions, string]> = [
+        [{ keyPrefix: "bad prefix" }, "redis.keyPrefix"],
+        [{ keyPrefix: "x{y}" }, "redis.keyPrefix"],
+        [{ keyPrefix: "" }, "redis.keyPrefix"],
+        [{ url: "http://127.0.0.1:6379" }, "redis.url"],
+        [{ url: "redis://127.0.0.1:6379/zero" }, "redis.url"],
+        [{ url: "not a url" }, "redis.url"],
+        [{ port: 70000 }, "redis.port"],
+        [{ port: 1.5 }, "redis.port"],
+        [{ url: "redis://127.0.0.1:6379/1", cluster: { nodes: clusterNodes } }, "redis.db"],
+        [{ db: -1 }, "redis.db"],
+        [{ cluster: { nodes: [] } }, "redis.cluster.nodes"],
+        [{ cluster: { nodes: [{ host: "127.0.0.1", port: 0 }] } }, "redis.cluster.nodes"],
+        [{ cluster: { nodes: clusterNodes }, routeBySlot: false }, "redis.routeBySlot"],
+        [{ commandTimeout: Duration.zero }, "redis.commandTimeout"],
+        [{ commandTimeout: Duration.infinity }, "redis.commandTimeout"],
+        [{ commandTimeout: "soon" as Duration.DurationInput }, "redis.commandTimeout"],
+        [{ connectTimeout: "0 millis" }, "redis.connectTimeout"],
+        [{ connectionName: "has space" }, "redis.connectionName"]
+      ]
+      for (const [options, field] of cases) {
+        // The port nothing should listen on: an option that were not refused would fail to connect instead.
+        const error = configError(yield* Effect.flip(Effect.scoped(RedisBackend.make({ port: 1, ...options }))))
+        expect(error).toBeInstanceOf(SimbaConfigError)
+        expect(error.field).toBe(field)
+        expect(error.rule.length).toBeGreaterThan(0)
+        expect(error.message).toContain(field)
       }
     }))
 
@@ -466,12 +493,13 @@ describe("Redis backend options", () => {
     Effect.gen(function*() {
       const port = yield* freePort
       const started = performance.now()
-      const error = yield* Effect.flip(Effect.scoped(RedisBackend.make({ port, connectTimeout: "500 millis" })))
-      expect(error._tag).toBe("BackendError")
+      const error = backendError(yield* Effect.flip(Effect.scoped(RedisBackend.make({ port, connectTimeout: "500 millis" }))))
       expect(error.operation).toBe("connect")
       expect(performance.now() - started).toBeLessThan(3000)
-      const clusterError = yield* Effect.flip(
-        Effect.scoped(RedisBackend.make({ cluster: { nodes: [{ host: "127.0.0.1", port }] }, connectTimeout: "500 millis" }))
+      const clusterError = backendError(
+        yield* Effect.flip(
+          Effect.scoped(RedisBackend.make({ cluster: { nodes: [{ host: "127.0.0.1", port }] }, connectTimeout: "500 millis" }))
+        )
       )
       expect(clusterError.operation).toBe("connect")
     }))
@@ -480,8 +508,10 @@ describe("Redis backend options", () => {
     Effect.gen(function*() {
       const secret = `pw-${randomBytes(8).toString("hex")}`
       const server = yield* privateServer(["--requirepass", secret])
-      const wrong = yield* Effect.flip(
-        Effect.scoped(RedisBackend.make({ port: server.port, password: Redacted.make("not-it"), connectTimeout: "1 second" }))
+      const wrong = backendError(
+        yield* Effect.flip(
+          Effect.scoped(RedisBackend.make({ port: server.port, password: Redacted.make("not-it"), connectTimeout: "1 second" }))
+        )
       )
       expect(wrong.operation).toBe("connect")
       expect(wrong.message).toContain("WRONGPASS")
@@ -492,9 +522,12 @@ describe("Redis backend options", () => {
         const { sessionId } = yield* b.openSession(ttl)
         expect(granted(yield* b.acquire(sessionId, uniqueName("auth")))).toBe(1n)
       }
-      const invalidUrl = yield* Effect.flip(Effect.scoped(RedisBackend.make({ url: Redacted.make(`redis://:${secret}@[bad`) })))
-      expect(invalidUrl.operation).toBe("configure")
+      const invalidUrl = configError(
+        yield* Effect.flip(Effect.scoped(RedisBackend.make({ url: Redacted.make(`redis://:${secret}@[bad`) })))
+      )
+      expect(invalidUrl.field).toBe("redis.url")
       expect(invalidUrl.message).not.toContain(secret)
+      expect(JSON.stringify(invalidUrl)).not.toContain(secret)
     }))
 })
 

@@ -1,0 +1,243 @@
+/**
+ * The Redis backend (ioredis 5): single node, or Redis Cluster through ioredis `Cluster`. This module
+ * is the entry (`make`, `layer`, `layerConfig`, `config`, `SimbaRedisLive`); the folder holds one
+ * module per concern:
+ *
+ * - `options.ts`: `RedisOptions`, URL parsing, `config` (environment), validation, the `Mode`;
+ * - `keys.ts`: the key and channel names of a prefix, session ids;
+ * - `slots.ts`: hash slots (`keySlot`) and the per-slot tags of session shadows (`slotTag`);
+ * - `scripts.ts`: the Lua scripts, each with one typed caller (named keys and arguments);
+ * - `replies.ts`: the scripts' replies as `Schema`s, and their translation into the SPI's answers;
+ * - `connection.ts`: ioredis (loaded lazily), the connections, the script runner, the subscriber;
+ * - `hints.ts`: pub/sub messages decoded into `Hint`s;
+ * - `operations.ts`: the store operations, each written once for both modes; `LeaseBackend.make`
+ *   adds the rules every backend shares (ttl and name checks, unknown sessions, errors, spans).
+ *
+ * ioredis is an optional peer dependency, loaded when `make` runs (never by `import "simba"`).
+ *
+ * Every state change is one Lua script, run by SHA (`EVALSHA`, then `EVAL` after a `NOSCRIPT`, which
+ * loads it again), and every decision about time is taken by the server: expiry through `PX`/`PTTL`
+ * and `redis.call('TIME')`; the client's clock is never read. Replies are decoded with `Schema`; any
+ * failure (connection lost, command timeout, `LOADING`, `READONLY`, `CLUSTERDOWN`, a reply that does
+ * not decode) is a `BackendError { backend: "redis", operation, cause }`, never a crash. An invalid
+ * option is a `SimbaConfigError { field: "redis.<option>", rule }`, before any connection.
+ *
+ * ## Modes
+ *
+ * The scripts find a session in one of two ways, chosen once per backend (`Mode`):
+ * - `node` (a single server, the default without `cluster`): a session is alive while its session key
+ *   exists, and one script touches the session's keys and a lease's or group's together;
+ * - `cluster` (`routeBySlot`, the default and a requirement with `cluster`): every script call stays
+ *   inside one hash slot, through per-slot shadows of the session (see "Redis Cluster" below).
+ * Each operation is written once; where the modes differ its body says so (`mode === "node"`), and
+ * the scripts that differ take the mode as an argument.
+ *
+ * ## Key layout (prefix `simba` by default; the braces are literal, they are Redis hash tags)
+ *
+ * - `simba:lease:{name}`: hash `{ session, token, expires }`. Never expires, never deleted, so the
+ *   token of a name never goes backwards while the data survives (see "persistence" below). A grant
+ *   sets `token = token + 1` (`HINCRBY`) and `session`; a release deletes `session` and `expires`
+ *   and keeps `token`. `expires` (server epoch ms) is the holder session's expiry as of the grant or
+ *   the last renewal: information for operators, decisions look at the session key. While the lease
+ *   is free and reserved for a waiter (below) it also carries `reserved` (that session's id) and
+ *   `reservedUntil` (server epoch ms).
+ * - `simba:lease:{name}:queue`: the lease's waiter queue, a sorted set of session ids scored by the
+ *   server time they were first refused (same hash slot as the lease); its `PX` is extended to the
+ *   ttl of each waiter that asks, so it vanishes once nobody has asked for a session's lifetime.
+ * - `simba:session:{sid}`: the session ("home") key, a string with `PX`; `sid` is 32 lowercase hex
+ *   from `node:crypto` `randomBytes` (128 bits). It is never revived: once gone, `keepAlive`,
+ *   `acquire` and `join` answer `Expired`.
+ * - `simba:session:{sid}:leases` / `:groups`: sets of the names it holds and the groups it joined,
+ *   expiring with it.
+ * - `simba:group:{g}`: sorted set of member session ids scored by their expiry (server epoch ms);
+ *   expired members are dropped (`ZREMRANGEBYSCORE`) before any read.
+ * - Pub/sub: a release (and a session close, for each lease) publishes `released` (or, handing it
+ *   off, `granted:<sid>:<token>` / `released:<sid>`) on the channel named exactly like the lease key,
+ *   `simba:lease:{name}`; a group change publishes `joined`, `left` or `expired` on the channel
+ *   named like the group key, `simba:group:{g}`. The subscriber connection listens with
+ *   `PSUBSCRIBE simba:lease:*` and `simba:group:*`.
+ *
+ * A lease is free when its hash names no session, or when the session it names is gone (takeover).
+ *
+ * Renewal versions: every renewal lists the session's leases, and the `version` of a `Live` reply is
+ * a digest of the names and tokens listed, so it changes exactly when the set does.
+ *
+ * ## Waiter queue (fair FIFO hand-off)
+ *
+ * Without it every release would wake every waiting client at once (the `released` hint), each would
+ * send an acquire, one would win at random and the others would have wasted a call each. Instead:
+ *
+ * - an acquire refused because of a live holder (or another session's reservation) adds the
+ *   requester to the queue (`ZADD NX`: a waiter keeps its place when it asks again);
+ * - when a release or closeSession frees the lease, in mode `node` the script **grants** it
+ *   to the first waiter whose session is still alive (dead ones leave the queue): the next token,
+ *   the lease in that session's set, exactly as its own acquire would, and publishes
+ *   `granted:<sid>:<token>`, which the subscriber turns into `Hint.Granted({ name, to, token })`.
+ *   The waiter's client adopts it without another round trip (the hand-off costs one release plus
+ *   one pub/sub message); if the message is lost, its next renewal lists the lease and it adopts it
+ *   then; a client that no longer wants it releases it, and it goes to the next waiter. The engine
+ *   adopts a lease it did not ask for only when its token is above every token of the name it has
+ *   seen (see `Engine`), so a late or repeated message can never revive an old grant;
+ * - in mode `cluster`, and when an acquire finds the holder's session gone (takeover), the first live
+ *   waiter (in mode `cluster`: its shadow in the lease's slot, not closed) gets a reservation of
+ *   `reservationMillis` (250 ms) instead, published as `released:<sid>`, which the subscriber turns
+ *   into `Hint.Released({ name, to: sid })` (clients other than `sid` ignore it): a grant there
+ *   would need the waiter's registration in that slot to be current, which only its own acquire
+ *   establishes; a plain `released` (nobody waits; and the message of older versions) is a hint
+ *   without `to`;
+ * - while the reservation runs, only that session is granted the lease; the others are told
+ *   `HeldBy` with `remaining` = what is left of the reservation, and queued. The grant removes the
+ *   requester from the queue and clears the reservation;
+ * - a reservation that runs out unused (the waiter gave up, or lost the message) drops that waiter
+ *   from the queue; the next acquire (any waiter retries right after `remaining`) reserves the lease
+ *   for the next live waiter and publishes again, or takes it itself when it is the head.
+ *
+ * R = 250 ms: long enough for the message to reach the head's subscriber and its acquire to come back
+ * (a few round trips plus an event-loop stall of a loaded client), short enough that a waiter that
+ * stopped waiting delays the others once, briefly. Safety is unchanged: reservations only decide
+ * *who* among the candidates may take a free lease; tokens, server-time decisions and "never revive"
+ * are exactly as before, and a grant by hand-off is the grant the waiter's own acquire would get. An
+ * uncontended acquire (free lease, empty queue) stays one script call, and a release one call. In
+ * a cluster a waiter whose only link to the lease's slot is its shadow there counts as alive while
+ * that shadow lives (it is extended by the waiter's own acquires; a renewal drops a slot where the
+ * session holds nothing): a waiter silent for longer than its ttl may be skipped, and queues again
+ * at the back when it next asks.
+ *
+ * ## Redis Cluster (mode `cluster`)
+ *
+ * A script may only touch keys of one hash slot, and every key of a lease lives in the slot of its
+ * name (`{name}`), while the session lives in the slot of its id (`{sid}`). Checking "is the holder's
+ * session alive" inside the lease's slot therefore needs a copy of the session there: a per-slot
+ * **shadow** of the session.
+ *
+ * - For slot `s`, `tag(s)` is a fixed short string hashing to `s` (the first base-36 counter that
+ *   does, computed once): `simba:shadow:{tag(s)}:sid` (a hash `{ gen, closed }` with `PX`) is the
+ *   session's shadow in slot `s`, and `simba:shadow:{tag(s)}:sid:leases` the names it holds there.
+ *   Liveness and takeover in slot `s` look at shadows.
+ * - The home key keeps `simba:session:{sid}:slots` (hash `tag -> seq`, the slots that may hold its
+ *   leases) instead of `:leases`; its value is a counter (`INCR` keeps the `PX`) that numbers the
+ *   registrations.
+ * - `acquire` = 2 calls: `register` in the home (alive? register the slot, return its `PTTL` and a
+ *   new `seq`), then `acquire` in the lease's slot (create or extend the shadow to at least that
+ *   `PTTL`, then decide as on one node). `join` is the same with the group's slot; `release` is 1
+ *   call in the lease's slot; `members` 1 call in the group's slot.
+ * - `keepAlive` = 1 call to the home (extend it; read the slots and groups), then **one call per slot
+ *   that holds the session's leases or groups**, all sent at once (so the latency is one round trip
+ *   per node), each extending the shadow to at least the home's remaining time, so a shadow never
+ *   expires before the deadline the client derives from that reply; plus, rarely, one call back to
+ *   the home to forget slots that became empty.
+ * - Forgetting a slot safely: when a slot holds nothing, the renewal marks its shadow `closed = gen`
+ *   (the last registration applied there) and the home drops the slot only if its registration is
+ *   still that one. A grant carrying an older registration then answers `stale` and `acquire`
+ *   registers again, so a lease can never be granted in a slot the renewal no longer visits.
+ * - `closeSession` deletes the home first (from then on everything answers `Expired`), then releases
+ *   and leaves slot by slot; shadows stay behind as `closed` markers until they expire.
+ *
+ * Trade-off: on one node, a renewal is one script whatever the number of leases. In a cluster it is
+ * one script per distinct slot among the session's leases and groups: names spread over the 16384
+ * slots, so a client holding 1,000 leases sends up to ~1,000 small scripts per renewal (all written at
+ * once, so still about one round trip per node in latency, but not in server or client work: ~0.1 ms
+ * of client CPU each; `redisOptions: { enableAutoPipelining: true }` batches the writes per node).
+ * Lease names cannot carry hash tags (`{` is not a valid name character), so names cannot be forced into one slot. The
+ * alternative, one script per node touching several slots (Redis 7 `allow-cross-slot-keys`), breaks
+ * during resharding and on Redis 6, and was rejected. A session that holds few leases at a time (the
+ * common case) pays a handful of calls per renewal. A shadow outlives its home by about one round
+ * trip (it is extended after the home, by the home's remaining time), which only delays a takeover,
+ * never allows an early one. Durations, not timestamps, cross between nodes, so the nodes' clocks
+ * need not agree.
+ *
+ * ## Failure behaviour
+ *
+ * Commands are not queued while disconnected (`enableOfflineQueue: false`) and are not resent after a
+ * reconnect (`autoResendUnfulfilledCommands: false`); every command has a timeout (`commandTimeout`,
+ * default 5 s). A call that fails or times out may still have been applied by the server: the engine
+ * handles that (an unknown held lease shows up in the next renewal and is released). After
+ * `READONLY` (a failed-over primary) the connection is re-established. The subscriber connection is
+ * resubscribed after a reconnect (ioredis `autoResubscribe`; in a cluster, ioredis picks another node
+ * and resubscribes); hints published while it was disconnected are lost, and candidates fall back to
+ * their retry period.
+ *
+ * Pub/sub: in a cluster, a classic `PUBLISH` (from a script too) reaches subscribers on every node
+ * over the cluster bus, so one subscriber connection to any node hears every release; sharded pub/sub
+ * (`SPUBLISH`/`SSUBSCRIBE`) would keep messages inside a shard but has no patterns, and would need one
+ * subscription per name and shard. Channels are global to a server (not per `db`): deployments that
+ * share a server should use distinct `keyPrefix`es, or they get each other's (harmless) hints.
+ *
+ * Interruption: ioredis cannot take back a command once sent, so interrupting a call abandons its
+ * reply; the script may still run (as with a timeout, see above).
+ *
+ * Persistence: the lease hashes are what keeps tokens rising. On a Redis without persistence, a
+ * restart loses them and tokens start again from 1; enable AOF (`appendonly yes`, `appendfsync
+ * everysec` or `always`) where fencing tokens must survive a restart.
+ */
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
+import type { SimbaConfigError } from "../../Errors.js"
+import * as LeaseBackend from "../../LeaseBackend.js"
+import * as Simba from "../../Simba.js"
+import * as Connection from "./connection.js"
+import * as Hints from "./hints.js"
+import { isSessionId, keys } from "./keys.js"
+import * as Operations from "./operations.js"
+import { config, type RedisOptions, resolve } from "./options.js"
+import { slotTag } from "./slots.js"
+
+export { keys } from "./keys.js"
+export { config, type Mode, type RedisClusterNode, type RedisOptions } from "./options.js"
+export { reservationMillis } from "./scripts.js"
+export { keySlot, slotTag } from "./slots.js"
+
+/**
+ * A `LeaseBackendService` on Redis, with its command and subscriber connections in the scope. Fails
+ * with `SimbaConfigError` when an option is invalid, and with `BackendError` when ioredis is not
+ * installed or Redis cannot be reached.
+ */
+export const make = (
+  options: RedisOptions
+): Effect.Effect<LeaseBackend.LeaseBackendService, LeaseBackend.BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const settings = yield* resolve(options)
+    const driver = yield* Connection.loadIORedis
+    const k = keys(settings.prefix)
+    // Build the slot tag table now rather than during the first acquire.
+    if (settings.mode === "cluster") slotTag(0)
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const logError = (connection: string) => (error: Error) =>
+      runFork(Effect.logDebug(`simba redis: ${connection} connection error: ${error.message}`))
+
+    const client = yield* Connection.connect(settings, () => Connection.newClient(driver, settings), logError("command"))
+    const patterns = [k.leasePattern, k.groupPattern]
+    const hints = yield* Hints.make(
+      k,
+      (onMessage) => Connection.subscribe(driver, settings, client, patterns, onMessage, logError("subscriber"))
+    )
+    return LeaseBackend.make({
+      backend: "redis",
+      isSessionId,
+      hints,
+      ...Operations.make(settings.mode, k, Connection.runner(client))
+    })
+  })
+
+/** The Redis backend as a layer; both connections are closed when the layer's scope closes. */
+export const layer = (
+  options: RedisOptions
+): Layer.Layer<LeaseBackend.LeaseBackend, LeaseBackend.BackendError | SimbaConfigError> =>
+  Layer.scoped(LeaseBackend.LeaseBackend, make(options))
+
+/** The Redis backend with its options read from `Config` (for example `config`, from the environment). */
+export const layerConfig = (
+  options: Config.Config.Wrap<RedisOptions>
+): Layer.Layer<LeaseBackend.LeaseBackend, LeaseBackend.BackendError | SimbaConfigError | ConfigError.ConfigError> =>
+  Layer.scoped(LeaseBackend.LeaseBackend, Effect.flatMap(Config.unwrap(options), make))
+
+/**
+ * `Simba` on Redis: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`), `SIMBA_REDIS_CLUSTER`
+ * (`host:port,...` for a Redis Cluster), `SIMBA_REDIS_KEY_PREFIX`, plus the `SIMBA_*` timing settings.
+ * ioredis is loaded when the layer is built.
+ */
+export const SimbaRedisLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

@@ -1,0 +1,58 @@
+/**
+ * Hints: the messages the scripts publish on lease and group channels, decoded into the SPI's
+ * `Hint`s and offered to a stream.
+ *
+ * On a lease channel (named like the lease key): `granted:<sid>:<token>`, the lease was handed to
+ * that session (mode `node`); `released:<sid>`, it is reserved for that session (mode `cluster`, and
+ * takeovers); plain `released`, anyone may try. On a group channel (named like the group key):
+ * `joined`, `left` or `expired`, all read as "the membership changed".
+ */
+import * as Effect from "effect/Effect"
+import * as PubSub from "effect/PubSub"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { Hint } from "../../LeaseBackend.js"
+import type { Keys } from "./keys.js"
+
+/** The hint a message on `channel` carries, or `undefined` for a message this backend does not send. */
+export const decoder = (k: Keys) => {
+  const leaseHead = k.leasePrefix
+  const groupHead = k.groupPrefix
+  return (channel: string, message: string): Hint | undefined => {
+    if (!channel.endsWith("}")) return undefined
+    if (channel.startsWith(leaseHead)) {
+      const name = channel.slice(leaseHead.length, -1)
+      if (message === "released") return Hint.Released({ name })
+      if (message.startsWith("released:")) return Hint.Released({ name, to: message.slice(9) })
+      if (message.startsWith("granted:")) {
+        const [to, token] = message.slice(8).split(":")
+        return to !== undefined && token !== undefined && /^[1-9][0-9]*$/.test(token)
+          ? Hint.Granted({ name, to, token: BigInt(token) })
+          : undefined
+      }
+      return undefined
+    }
+    if (channel.startsWith(groupHead)) return Hint.GroupChanged({ group: channel.slice(groupHead.length, -1) })
+    return undefined
+  }
+}
+
+/**
+ * The hints stream, fed by `listen` (which calls its argument for each message, synchronously, so
+ * hints keep the order of the messages, without a fiber per message). At most 4,096 unread hints are
+ * kept: later ones are dropped, and the engine's retries cover them.
+ */
+export const make = <E>(
+  k: Keys,
+  listen: (onMessage: (channel: string, message: string) => void) => Effect.Effect<void, E, Scope.Scope>
+): Effect.Effect<Stream.Stream<Hint>, E, Scope.Scope> =>
+  Effect.gen(function*() {
+    const hints = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
+    const decode = decoder(k)
+    yield* listen((channel, message) => {
+      const hint = decode(channel, message)
+      // Never throws, even once the PubSub is shut down.
+      if (hint !== undefined) hints.unsafeOffer(hint)
+    })
+    return Stream.fromPubSub(hints)
+  })

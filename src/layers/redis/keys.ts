@@ -1,0 +1,45 @@
+/**
+ * The keys and channels of one key prefix, and the session ids this backend issues. The layout is
+ * described in `RedisBackend`'s module comment; the braces are literal (Redis hash tags).
+ */
+import { randomBytes } from "node:crypto"
+
+/** The key prefix when none is given. */
+export const defaultPrefix = "simba"
+
+/** The keys and channels of one key prefix. */
+export const keys = (prefix: string = defaultPrefix) => ({
+  /** Lease hash, also the channel its releases are published on. */
+  lease: (name: string) => `${prefix}:lease:{${name}}`,
+  /** Waiter queue of a lease (sorted set of session ids by server time of arrival), in the lease's slot. */
+  leaseQueue: (name: string) => `${prefix}:lease:{${name}}:queue`,
+  /** Group sorted set, also the channel its changes are published on. */
+  group: (group: string) => `${prefix}:group:{${group}}`,
+  session: (sessionId: string) => `${prefix}:session:{${sessionId}}`,
+  sessionLeases: (sessionId: string) => `${prefix}:session:{${sessionId}}:leases`,
+  sessionGroups: (sessionId: string) => `${prefix}:session:{${sessionId}}:groups`,
+  sessionSlots: (sessionId: string) => `${prefix}:session:{${sessionId}}:slots`,
+  shadow: (tag: string, sessionId: string) => `${prefix}:shadow:{${tag}}:${sessionId}`,
+  shadowLeases: (tag: string, sessionId: string) => `${prefix}:shadow:{${tag}}:${sessionId}:leases`,
+  /** What the scripts append `name .. '}'` to for a lease key (they find lease names in sets). */
+  leasePrefix: `${prefix}:lease:{`,
+  /** What the scripts append `group .. '}'` to for a group key. */
+  groupPrefix: `${prefix}:group:{`,
+  /** What the scripts append `sid .. '}'` to for a session key (mode `node`). */
+  sessionPrefix: `${prefix}:session:{`,
+  /** What the scripts append `sid` to for a session's shadow in the slot of `tag` (mode `cluster`). */
+  shadowPrefix: (tag: string) => `${prefix}:shadow:{${tag}}:`,
+  leasePattern: `${prefix}:lease:*`,
+  groupPattern: `${prefix}:group:*`
+})
+
+/** The keys of one prefix, as `keys` builds them. */
+export type Keys = ReturnType<typeof keys>
+
+/** A new session id: 32 lowercase hex from 128 random bits (`SET NX` turns a collision into an error). */
+export const newSessionId = (): string => randomBytes(16).toString("hex")
+
+const sessionIdPattern = /^[0-9a-f]{32}$/
+
+/** Whether this backend could have issued `sessionId`: other ids name no session, without a round trip. */
+export const isSessionId = (sessionId: string): boolean => sessionIdPattern.test(sessionId)

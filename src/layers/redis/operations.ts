@@ -1,0 +1,271 @@
+/**
+ * The store operations of the Redis backend (`LeaseBackend.Store`: checked input in, the SPI's rules
+ * added by `LeaseBackend.make`), each written once for both modes (`Mode`). Where the modes differ,
+ * the body says so with `mode === "node"`: on one node a session's keys and a lease's or group's
+ * are touched by one script; in a cluster the home's half and the slot's half are separate calls,
+ * and renewal and close visit every slot the session registered (see "Redis Cluster" in
+ * `RedisBackend`).
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { createHash } from "node:crypto"
+import {
+  AcquireReply,
+  type BackendError,
+  type GroupView,
+  type HeldLease,
+  KeepAliveReply,
+  type Store
+} from "../../LeaseBackend.js"
+import { backendError, type Runner } from "./connection.js"
+import { type Keys, newSessionId } from "./keys.js"
+import type { Mode } from "./options.js"
+import { acquireReply, groupViews, heldLeases } from "./replies.js"
+import * as Scripts from "./scripts.js"
+import { keySlot, slotTag, tagOf } from "./slots.js"
+
+/** What the session holds and belongs to, as a renewal found it. */
+interface Held {
+  readonly remaining: Duration.Duration
+  readonly leases: ReadonlyArray<HeldLease>
+  readonly groups: ReadonlyArray<GroupView>
+}
+
+/**
+ * Where the scripts of a lease find the session: its session key and the set of its leases (mode
+ * `node`), or its shadow in the lease's slot and the set of its leases there (mode `cluster`).
+ */
+type Holder =
+  | { readonly mode: "node"; readonly key: string; readonly leases: string; readonly prefix: string }
+  | { readonly mode: "cluster"; readonly tag: string; readonly key: string; readonly leases: string; readonly prefix: string }
+
+/** The work of a renewal or a close in one slot: the registration of its leases there (`""`: none) and its groups. */
+interface SlotWork {
+  readonly tag: string
+  registration: string
+  readonly groups: Array<string>
+}
+
+/**
+ * The version of a lease list that is listed on every renewal: a digest of its names and tokens, so
+ * it changes exactly when the set changes.
+ */
+const digest = (leases: ReadonlyArray<HeldLease>): string => {
+  const hash = createHash("sha1")
+  for (const { name, token } of [...leases].sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
+    hash.update(`${name}\n${token}\n`)
+  }
+  return hash.digest("hex").slice(0, 16)
+}
+
+/** The store operations (all but `backend`, `hints` and `isSessionId`) on the connection of `runner`. */
+export const make = (
+  mode: Mode,
+  k: Keys,
+  { run, runAll }: Runner
+): Omit<Store, "backend" | "hints" | "isSessionId"> => {
+  const holderOf = (sessionId: string, name: string): Holder => {
+    if (mode === "node") {
+      return { mode, key: k.session(sessionId), leases: k.sessionLeases(sessionId), prefix: k.sessionPrefix }
+    }
+    const tag = tagOf(k.lease(name))
+    return { mode, tag, key: k.shadow(tag, sessionId), leases: k.shadowLeases(tag, sessionId), prefix: k.shadowPrefix(tag) }
+  }
+  const home = (sessionId: string) => ({ home: k.session(sessionId), homeGroups: k.sessionGroups(sessionId) })
+
+  /**
+   * Cluster: registers the lease's slot in the home (its time left and the registration's number, for
+   * the slot's half); `undefined` when the session is gone. One node: nothing to register, the acquire
+   * script reads the session key itself.
+   */
+  const register = (sessionId: string, holder: Holder) =>
+    holder.mode === "node"
+      ? Effect.succeed({ registration: "", homeRemaining: "" })
+      : run(
+        "acquire",
+        Scripts.register({ home: k.session(sessionId), homeSlots: k.sessionSlots(sessionId) }, { tag: holder.tag })
+      ).pipe(Effect.map((reply) => reply[0] === "expired" ? undefined : { registration: reply[2], homeRemaining: reply[1] }))
+
+  /** Cluster: the slots a renewal or a close visits, with the registration of each and the groups in it. */
+  const slotWork = (registrations: ReadonlyArray<string>, groups: ReadonlyArray<string>): Array<SlotWork> => {
+    const bySlot = new Map<number, SlotWork>()
+    const entry = (slot: number) => {
+      let work = bySlot.get(slot)
+      if (work === undefined) {
+        work = { tag: slotTag(slot), registration: "", groups: [] }
+        bySlot.set(slot, work)
+      }
+      return work
+    }
+    for (let i = 0; i + 1 < registrations.length; i += 2) entry(keySlot(registrations[i]!)).registration = registrations[i + 1]!
+    for (const group of groups) entry(keySlot(k.group(group))).groups.push(group)
+    return [...bySlot.values()]
+  }
+
+  /** Cluster: the session's shadow keys in the slot of `work`, and the keys of its groups there. */
+  const slotKeys = (sessionId: string, work: SlotWork) => ({
+    shadow: k.shadow(work.tag, sessionId),
+    shadowLeases: k.shadowLeases(work.tag, sessionId),
+    groups: work.groups.map(k.group)
+  })
+
+  /** One node: one script renews the session and lists everything. */
+  const renewOnNode = (sessionId: string, ttl: number): Effect.Effect<Held | undefined, BackendError> =>
+    run(
+      "keepAlive",
+      Scripts.renew(
+        { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
+        { sessionId, ttl, leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix }
+      )
+    ).pipe(Effect.map((reply) =>
+      reply[0] === "expired"
+        ? undefined
+        : { remaining: Duration.millis(reply[1]), leases: heldLeases(reply[2]), groups: groupViews(reply[3]) }
+    ))
+
+  /**
+   * Cluster: the home first, then every slot it registered (all at once), each extended to the home's
+   * time left; then the home forgets the slots a renewal closed (rarely).
+   */
+  const renewBySlot = (sessionId: string, ttl: number): Effect.Effect<Held | undefined, BackendError> =>
+    Effect.gen(function*() {
+      const homeSlots = k.sessionSlots(sessionId)
+      const renewed = yield* run("keepAlive", Scripts.renewHome({ ...home(sessionId), homeSlots }, { ttl }))
+      if (renewed[0] === "expired") return undefined
+      const remaining = renewed[1]
+      const work = slotWork(renewed[2], renewed[3])
+      const replies = yield* runAll(
+        "keepAlive",
+        work.map((w) =>
+          Scripts.renewSlot(
+            slotKeys(sessionId, w),
+            { sessionId, remaining, leasePrefix: k.leasePrefix, registration: w.registration, groupNames: w.groups }
+          )
+        )
+      )
+      const registrations = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
+      if (registrations.length > 0) yield* run("keepAlive", Scripts.forgetSlots({ homeSlots }, { registrations }))
+      return {
+        remaining: Duration.millis(remaining),
+        leases: replies.flatMap((reply) => heldLeases(reply[0])),
+        groups: replies.flatMap((reply) => groupViews(reply[1]))
+      }
+    })
+
+  /** Cluster: the home first (from then on everything answers `Expired`), then slot by slot. */
+  const closeBySlot = (sessionId: string): Effect.Effect<void, BackendError> =>
+    Effect.gen(function*() {
+      const [left, tags, groups] = yield* run(
+        "closeSession",
+        Scripts.closeHome({ ...home(sessionId), homeSlots: k.sessionSlots(sessionId) }, {})
+      )
+      const work = slotWork(tags.flatMap((tag) => [tag, "1"]), groups)
+      yield* runAll(
+        "closeSession",
+        work.map((w) =>
+          Scripts.closeSlot(
+            slotKeys(sessionId, w),
+            {
+              sessionId,
+              leasePrefix: k.leasePrefix,
+              holdsLeases: w.registration === "" ? "" : "1",
+              homeRemaining: Math.max(left, 1),
+              shadowPrefix: k.shadowPrefix(w.tag)
+            }
+          )
+        )
+      )
+    })
+
+  return {
+    openSession: (ttl) =>
+      Effect.gen(function*() {
+        const sessionId = newSessionId()
+        const reply = yield* run("openSession", Scripts.open({ home: k.session(sessionId) }, { ttl }))
+        if (reply[0] === "exists") return yield* Effect.fail(backendError("openSession", "session id collision"))
+        return { sessionId, remaining: Duration.millis(reply[1]) }
+      }),
+
+    keepAlive: (sessionId, ttl) =>
+      Effect.gen(function*() {
+        const held = mode === "node" ? yield* renewOnNode(sessionId, ttl) : yield* renewBySlot(sessionId, ttl)
+        return held === undefined
+          ? KeepAliveReply.Expired()
+          : KeepAliveReply.Live({ ...held, version: digest(held.leases) })
+      }),
+
+    closeSession: (sessionId) => {
+      if (mode === "cluster") return closeBySlot(sessionId)
+      return run(
+        "closeSession",
+        Scripts.close(
+          { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
+          { sessionId, leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix, sessionPrefix: k.sessionPrefix }
+        )
+      ).pipe(Effect.asVoid)
+    },
+
+    acquire: (sessionId, name) =>
+      Effect.gen(function*() {
+        const holder = holderOf(sessionId, name)
+        // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register again.
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const registered = yield* register(sessionId, holder)
+          if (registered === undefined) return AcquireReply.Expired()
+          const reply = yield* run(
+            "acquire",
+            Scripts.acquire(
+              { lease: k.lease(name), queue: k.leaseQueue(name), holder: holder.key, holderLeases: holder.leases },
+              { sessionId, name, mode, holderPrefix: holder.prefix, ...registered }
+            )
+          )
+          const answer = acquireReply(reply)
+          if (answer !== undefined) return answer
+        }
+        return yield* Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
+      }),
+
+    release: (sessionId, name, token) =>
+      Effect.gen(function*() {
+        const holder = holderOf(sessionId, name)
+        yield* run(
+          "release",
+          Scripts.release(
+            { lease: k.lease(name), queue: k.leaseQueue(name), holderLeases: holder.leases },
+            { sessionId, token: token.toString(), name, mode, holderPrefix: holder.prefix }
+          )
+        )
+      }),
+
+    join: (sessionId, group) =>
+      Effect.gen(function*() {
+        if (mode === "node") {
+          const joined = yield* run(
+            "join",
+            Scripts.join({ ...home(sessionId), group: k.group(group) }, { sessionId, groupName: group })
+          )
+          return joined === "joined" ? "Joined" as const : "Expired" as const
+        }
+        // Cluster: the home's half (in its slot), then the group's (in the group's).
+        const listed = yield* run("join", Scripts.joinHome(home(sessionId), { groupName: group }))
+        if (listed[0] === "expired") return "Expired" as const
+        yield* run("join", Scripts.addMember({ group: k.group(group) }, { sessionId, own: listed[1] }))
+        return "Joined" as const
+      }),
+
+    leave: (sessionId, group) =>
+      Effect.gen(function*() {
+        const { homeGroups } = home(sessionId)
+        if (mode === "node") {
+          yield* run("leave", Scripts.leave({ homeGroups, group: k.group(group) }, { sessionId, groupName: group }))
+          return
+        }
+        // Cluster: the group's half (in its slot), then the home's.
+        yield* run("leave", Scripts.removeMember({ group: k.group(group) }, { sessionId }))
+        yield* run("leave", Scripts.forgetGroup({ homeGroups }, { groupName: group }))
+      }),
+
+    members: (group) =>
+      run("members", Scripts.members({ group: k.group(group) }, {})).pipe(Effect.map((ids) => [...ids].sort()))
+  }
+}

@@ -1,0 +1,226 @@
+/**
+ * The Redis backend's options: what a user passes (`RedisOptions`), what the environment gives
+ * (`config`), and their validation into the settings the connections and scripts use. An invalid
+ * option fails with `SimbaConfigError { field: "redis.<option>", rule }`, before any connection.
+ */
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type { ClusterOptions, RedisOptions as IORedisOptions } from "ioredis"
+import type { ConnectionOptions as TlsConnectionOptions } from "node:tls"
+import { SimbaConfigError } from "../../Errors.js"
+import { defaultPrefix } from "./keys.js"
+
+/** A Redis Cluster node to start from. */
+export interface RedisClusterNode {
+  readonly host: string
+  readonly port: number
+}
+
+/** How to reach Redis. Fields given explicitly win over the same part of `url`. */
+export interface RedisOptions {
+  /** `redis://[user[:password]@]host[:port][/db]`, or `rediss://` for TLS. */
+  readonly url?: Redacted.Redacted | string | undefined
+  readonly host?: string | undefined
+  readonly port?: number | undefined
+  readonly username?: string | undefined
+  readonly password?: Redacted.Redacted | undefined
+  /** `true` for TLS with Node's defaults, or Node `tls` options. */
+  readonly tls?: boolean | TlsConnectionOptions | undefined
+  /** Database number (single node only). */
+  readonly db?: number | undefined
+  /** First part of every key and channel, `[A-Za-z0-9._:-]+`. Default `simba`. */
+  readonly keyPrefix?: string | undefined
+  /** Use a Redis Cluster (ioredis `Cluster`) started from these nodes; `url` then gives only credentials and TLS. */
+  readonly cluster?: { readonly nodes: ReadonlyArray<RedisClusterNode> } | undefined
+  /**
+   * Keep every script call inside one hash slot (per-slot session shadows, see `RedisBackend`).
+   * Required by Redis Cluster. Default: `true` with `cluster`, `false` otherwise.
+   */
+  readonly routeBySlot?: boolean | undefined
+  /** Time allowed to connect (both connections). Default 10 seconds. */
+  readonly connectTimeout?: Duration.DurationInput | undefined
+  /** Time after which a command fails. Default 5 seconds. */
+  readonly commandTimeout?: Duration.DurationInput | undefined
+  /**
+   * `CLIENT SETNAME` of the command connection (printable ASCII without spaces); the subscriber gets
+   * `<name>:hints`. Default `simba`.
+   */
+  readonly connectionName?: string | undefined
+  /**
+   * Further ioredis options for every connection (for example `family`, `keepAlive`). Applied under
+   * the ones above and under those this backend relies on (`lazyConnect`, `enableOfflineQueue`,
+   * `autoResendUnfulfilledCommands`, `commandTimeout`), which always win.
+   */
+  readonly redisOptions?: IORedisOptions | undefined
+  /** Further ioredis `Cluster` options (for example `natMap`, `dnsLookup`, `slotsRefreshTimeout`), applied the same way. */
+  readonly clusterOptions?: ClusterOptions | undefined
+}
+
+/**
+ * How the scripts find a session's state (see "Redis Cluster" in `RedisBackend`):
+ * - `node`: every key on one server; a call touches the session's keys and a lease's in one script;
+ * - `cluster`: every call inside one hash slot (`routeBySlot`), through per-slot session shadows.
+ */
+export type Mode = "node" | "cluster"
+
+/** The options, checked and filled in with their defaults. */
+export interface Settings {
+  readonly prefix: string
+  readonly mode: Mode
+  readonly connectTimeout: number
+  readonly connectionName: string
+  /** ioredis options of each connection (of each node's, in a cluster). */
+  readonly redisOptions: IORedisOptions
+  /** The nodes to start from, for a Redis Cluster; `undefined` for a single server. */
+  readonly cluster: ReadonlyArray<RedisClusterNode> | undefined
+  readonly clusterOptions: ClusterOptions | undefined
+}
+
+/**
+ * Options read from the environment: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`),
+ * `SIMBA_REDIS_CLUSTER` (optional, `host:port,host:port,...`: use a cluster; the URL then only gives
+ * credentials and TLS) and `SIMBA_REDIS_KEY_PREFIX` (default `simba`).
+ */
+export const config: Config.Config<RedisOptions> = Config.all({
+  url: Config.redacted("SIMBA_REDIS_URL").pipe(Config.withDefault(Redacted.make("redis://127.0.0.1:6379"))),
+  cluster: Config.string("SIMBA_REDIS_CLUSTER").pipe(
+    Config.mapOrFail((text) => {
+      const nodes: Array<RedisClusterNode> = []
+      for (const part of text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+        const match = /^(.+):(\d{1,5})$/.exec(part)
+        const port = match === null ? NaN : Number(match[2])
+        if (match === null || !isPort(port)) {
+          return Either.left(ConfigError.InvalidData([], `expected host:port, got ${JSON.stringify(part)}`))
+        }
+        nodes.push({ host: match[1]!, port })
+      }
+      return nodes.length === 0
+        ? Either.left(ConfigError.InvalidData([], "expected at least one host:port"))
+        : Either.right<{ readonly nodes: ReadonlyArray<RedisClusterNode> }>({ nodes })
+    }),
+    Config.option,
+    Config.map(Option.getOrUndefined)
+  ),
+  keyPrefix: Config.string("SIMBA_REDIS_KEY_PREFIX").pipe(Config.withDefault(defaultPrefix))
+})
+
+const prefixPattern = /^[A-Za-z0-9._:-]+$/
+// What Redis accepts in `CLIENT SETNAME`.
+const connectionNamePattern = /^[!-~]+$/
+
+const isPort = (port: number) => Number.isInteger(port) && port >= 1 && port <= 65535
+
+const invalid = (option: string, rule: string) => Effect.fail(new SimbaConfigError({ field: `redis.${option}`, rule }))
+
+const millis = (
+  option: string,
+  input: Duration.DurationInput | undefined,
+  fallback: number
+): Effect.Effect<number, SimbaConfigError> => {
+  if (input === undefined) return Effect.succeed(fallback)
+  const decoded = Duration.decodeUnknown(input)
+  const ms = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : NaN
+  return Number.isFinite(ms) && ms >= 1
+    ? Effect.succeed(Math.ceil(ms))
+    : invalid(option, "must be a finite duration of at least 1 ms")
+}
+
+/** The parts of a `redis://` URL that are given. */
+interface FromUrl {
+  readonly host?: string
+  readonly port?: number
+  readonly username?: string
+  readonly password?: string
+  readonly db?: number
+  readonly tls?: boolean
+}
+
+const parseUrl = (url: Redacted.Redacted | string | undefined): Effect.Effect<FromUrl, SimbaConfigError> => {
+  if (url === undefined) return Effect.succeed({})
+  const text = typeof url === "string" ? url : Redacted.value(url)
+  let parsed: URL
+  try {
+    parsed = new URL(text)
+  } catch {
+    return invalid("url", "must be a valid URL") // the URL may hold a password: never echo it
+  }
+  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
+    return invalid("url", `must start with redis:// or rediss:// (got ${parsed.protocol}//)`)
+  }
+  const dbText = parsed.pathname.replace(/^\//, "")
+  if (dbText !== "" && !/^\d+$/.test(dbText)) return invalid("url", "its path must be a database number")
+  return Effect.succeed({
+    ...(parsed.hostname !== "" ? { host: parsed.hostname.replace(/^\[(.*)\]$/, "$1") } : {}),
+    ...(parsed.port !== "" ? { port: Number(parsed.port) } : {}),
+    ...(parsed.username !== "" ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password !== "" ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(dbText !== "" ? { db: Number(dbText) } : {}),
+    ...(parsed.protocol === "rediss:" ? { tls: true } : {})
+  })
+}
+
+/** Checks `options` and fills in the defaults; fails with `SimbaConfigError` naming the first invalid option. */
+export const resolve = (options: RedisOptions): Effect.Effect<Settings, SimbaConfigError> =>
+  Effect.gen(function*() {
+    const prefix = options.keyPrefix ?? defaultPrefix
+    if (!prefixPattern.test(prefix)) return yield* invalid("keyPrefix", "may contain only the characters [A-Za-z0-9._:-]")
+    const fromUrl = yield* parseUrl(options.url)
+    const port = options.port ?? fromUrl.port ?? 6379
+    if (!isPort(port)) return yield* invalid("port", "must be an integer in 1..65535")
+    const db = options.db ?? fromUrl.db ?? 0
+    if (!Number.isInteger(db) || db < 0) return yield* invalid("db", "must be a non-negative integer")
+    const tlsOption = options.tls ?? fromUrl.tls ?? false
+    const tls = tlsOption === true ? {} : tlsOption === false ? undefined : tlsOption
+    const password = options.password !== undefined ? Redacted.value(options.password) : fromUrl.password
+    const username = options.username ?? fromUrl.username
+    const connectTimeout = yield* millis("connectTimeout", options.connectTimeout, 10_000)
+    const commandTimeout = yield* millis("commandTimeout", options.commandTimeout, 5_000)
+    const connectionName = options.connectionName ?? "simba"
+    if (!connectionNamePattern.test(connectionName)) {
+      return yield* invalid("connectionName", "must be printable ASCII characters without spaces, at least one")
+    }
+    const cluster = options.cluster?.nodes
+    if (cluster !== undefined) {
+      if (cluster.length === 0) return yield* invalid("cluster.nodes", "must not be empty")
+      if (!cluster.every((node) => node.host !== "" && isPort(node.port))) {
+        return yield* invalid("cluster.nodes", "each node needs a host and a port in 1..65535")
+      }
+      if (db !== 0) return yield* invalid("db", "must be 0 with a cluster")
+    }
+    const routeBySlot = options.routeBySlot ?? cluster !== undefined
+    if (cluster !== undefined && !routeBySlot) {
+      return yield* invalid("routeBySlot", "must be true with a cluster (a script may touch one hash slot only)")
+    }
+    const redisOptions: IORedisOptions = {
+      ...options.redisOptions,
+      host: options.host ?? fromUrl.host ?? "127.0.0.1",
+      port,
+      db,
+      ...(username !== undefined ? { username } : {}),
+      ...(password !== undefined ? { password } : {}),
+      ...(tls !== undefined ? { tls } : {}),
+      connectionName,
+      connectTimeout,
+      commandTimeout,
+      lazyConnect: true,
+      // Fail fast while disconnected and never replay a command later: the engine retries.
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      // A primary that became a replica (failover) answers READONLY: reconnect, do not resend.
+      reconnectOnError: (error) => error.message.startsWith("READONLY") ? 1 : false
+    }
+    return {
+      prefix,
+      mode: routeBySlot ? "cluster" : "node",
+      connectTimeout,
+      connectionName,
+      redisOptions,
+      cluster,
+      clusterOptions: options.clusterOptions
+    }
+  })

@@ -1,0 +1,63 @@
+/**
+ * The replies of the scripts, as `Schema`s (a reply that does not decode is a `BackendError`), and
+ * their translation into the SPI's answers.
+ */
+import * as Duration from "effect/Duration"
+import * as Schema from "effect/Schema"
+import { AcquireReply, type GroupView, type HeldLease } from "../../LeaseBackend.js"
+
+const Expired = Schema.Tuple(Schema.Literal("expired"))
+const Millis = Schema.Int
+const Token = Schema.BigInt
+/** `{name, token}` pairs of held leases. */
+export const LeaseList = Schema.Array(Schema.Tuple(Schema.String, Token))
+/** `{group, members}` pairs of the groups a session belongs to. */
+export const GroupList = Schema.Array(Schema.Tuple(Schema.String, Schema.Array(Schema.String)))
+
+export const Opened = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Schema.Tuple(Schema.Literal("exists")))
+/** `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot. */
+export const Acquired = Schema.Union(
+  Schema.Tuple(Schema.Literal("granted"), Token),
+  Schema.Tuple(Schema.Literal("held"), Schema.Union(Schema.Literal(""), Token), Millis),
+  Schema.Tuple(Schema.Literal("stale")),
+  Expired
+)
+export const Renewed = Schema.Union(Schema.Tuple(Schema.Literal("live"), Millis, LeaseList, GroupList), Expired)
+/** The home's time left and the number of the slot registration. */
+export const Registered = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis, Schema.Int), Expired)
+/** The home's time left, its registered slots (`tag, seq, tag, seq, ...`) and its groups. */
+export const HomeRenewed = Schema.Union(
+  Schema.Tuple(Schema.Literal("live"), Millis, Schema.Array(Schema.String), Schema.Array(Schema.String)),
+  Expired
+)
+/** The leases and groups of the session in one slot, and the registration to forget there (`""`: none). */
+export const SlotRenewed = Schema.Tuple(LeaseList, GroupList, Schema.String)
+/** The home's time left when it was deleted, its registered slot tags and its groups. */
+export const HomeClosed = Schema.Tuple(Millis, Schema.Array(Schema.String), Schema.Array(Schema.String))
+export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Expired)
+export const Joined = Schema.Literal("joined", "expired")
+export const Members = Schema.Array(Schema.String)
+export const Count = Schema.Int
+
+/** The SPI's answer to an acquire; `undefined` for `stale` (register again). */
+export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): AcquireReply | undefined => {
+  switch (reply[0]) {
+    case "granted":
+      return AcquireReply.Granted({ token: reply[1] })
+    case "held":
+      return AcquireReply.HeldBy({
+        token: reply[1] === "" ? undefined : reply[1],
+        remaining: reply[2] >= 0 ? Duration.millis(reply[2]) : undefined
+      })
+    case "expired":
+      return AcquireReply.Expired()
+    case "stale":
+      return undefined
+  }
+}
+
+export const heldLeases = (leases: Schema.Schema.Type<typeof LeaseList>): Array<HeldLease> =>
+  leases.map(([name, token]) => ({ name, token }))
+
+export const groupViews = (groups: Schema.Schema.Type<typeof GroupList>): Array<GroupView> =>
+  groups.map(([group, members]) => ({ group, members: [...members].sort() }))

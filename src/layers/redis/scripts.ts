@@ -1,0 +1,608 @@
+/**
+ * The Lua scripts: every state change of the backend is one of them, atomic on the server (see
+ * `RedisBackend` for the key layout, the waiter queue and the per-slot design).
+ *
+ * Each script is declared once with the names of its keys and arguments; `define` binds them to Lua
+ * locals of the same names at the top of the script and returns the script's one typed caller,
+ * which takes them as named fields and builds `KEYS`/`ARGV` in that order. No call site writes a
+ * positional array, and no script body indexes `KEYS` or `ARGV`.
+ *
+ * The mode (`node` or `cluster`, see `Mode`) is an explicit argument of the scripts that behave
+ * differently in each: where a session is found alive, and whether a freed lease is granted to its
+ * first waiter (`node`) or reserved for it (`cluster`).
+ */
+import type * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { createHash } from "node:crypto"
+import * as Replies from "./replies.js"
+
+/**
+ * How long a freed lease stays reserved for the head of its waiter queue (server ms). Long enough for
+ * the `released` message to reach the head's subscriber and its acquire to come back (a few round
+ * trips, plus an event-loop stall on a loaded client), short enough that a waiter that stopped
+ * waiting (or lost the message) delays the others only briefly.
+ */
+export const reservationMillis = 250
+
+/** A script as Redis runs it (prelude, parameter bindings, body), with its SHA1 for `EVALSHA`. */
+export interface Script {
+  readonly name: string
+  readonly lua: string
+  readonly sha: string
+}
+
+/** A value in `ARGV`. */
+export type Arg = string | number
+
+/** One script call, ready to send: `KEYS` and `ARGV` in the script's order, and its reply's decoder. */
+export interface Call<A> {
+  readonly script: Script
+  readonly keys: ReadonlyArray<string>
+  readonly args: ReadonlyArray<Arg>
+  readonly decode: (raw: unknown) => Either.Either<A, ParseResult.ParseError>
+}
+
+/** Named values: one per name, and a list for the trailing `rest` name (if any). */
+type Named<Names extends ReadonlyArray<string>, Rest extends string, V> =
+  & { readonly [N in Names[number]]: V }
+  & { readonly [N in Rest]: ReadonlyArray<V> }
+
+/** The typed caller of one script; `script` is there for tests and loading. */
+export interface Caller<Keys extends ReadonlyArray<string>, Args extends ReadonlyArray<string>, KR extends string, AR extends string, A> {
+  (keys: Named<Keys, KR, string>, args: Named<Args, AR, Arg>): Call<A>
+  readonly script: Script
+  /** Every key and argument name, as bound in Lua. */
+  readonly params: ReadonlyArray<string>
+}
+
+// -------------------------------------------------------------------------------------------------
+// Prelude: the functions the scripts share
+// -------------------------------------------------------------------------------------------------
+
+/** The Lua every script starts with. Its function names are never parameter names (checked by a test). */
+export const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Make key live at least ms more; never shortens; a missing key stays missing.
+local function extend(key, ms)
+  local cur = redis.call('PTTL', key)
+  if cur ~= -2 and cur < ms then redis.call('PEXPIRE', key, ms) end
+end
+-- Renew a session key for ttl ms (never shortens it): the ms it has left, or nil when it is gone.
+local function renew(key, ttl)
+  local cur = redis.call('PTTL', key)
+  if cur == -2 then return nil end
+  if cur < ttl then
+    redis.call('PEXPIRE', key, ttl)
+    return ttl
+  end
+  return cur
+end
+-- Drop the members whose expiry passed (publishing the change), then list the live ones.
+local function live_members(gk, now)
+  if redis.call('ZREMRANGEBYSCORE', gk, '-inf', '(' .. now) > 0 then
+    redis.call('PUBLISH', gk, 'expired')
+  end
+  return redis.call('ZRANGE', gk, 0, -1)
+end
+-- Renew membership of sid in gk (never re-adds) and list the live members; nil when not a member.
+local function group_view(gk, sid, now, rem)
+  if not redis.call('ZSCORE', gk, sid) then return nil end
+  redis.call('ZADD', gk, 'XX', now + rem, sid)
+  extend(gk, rem)
+  return live_members(gk, now)
+end
+-- The session key home lists the group g among its groups (set groups): the ms home has left, or
+-- nil when the session is gone.
+local function home_join(home, groups, g)
+  local own = redis.call('PTTL', home)
+  if own == -2 then return nil end
+  redis.call('SADD', groups, g)
+  extend(groups, own)
+  return own
+end
+-- sid (own ms left) is a member of gk; 'joined' is published when it was not one yet.
+local function add_member(gk, sid, own)
+  local added = redis.call('ZADD', gk, now_ms() + own, sid)
+  extend(gk, own)
+  if added == 1 then redis.call('PUBLISH', gk, 'joined') end
+  return 'joined'
+end
+-- sid leaves gk; 'left' is published when it was a member.
+local function remove_member(gk, sid)
+  if redis.call('ZREM', gk, sid) == 1 then redis.call('PUBLISH', gk, 'left') end
+end
+-- {name, token} of the leases in set whose hash still names sid; the others leave the set.
+local function held_leases(set, sid, lease_prefix, expires)
+  local held = {}
+  for _, name in ipairs(redis.call('SMEMBERS', set)) do
+    local lk = lease_prefix .. name .. '}'
+    local h = redis.call('HMGET', lk, 'session', 'token')
+    if h[1] == sid then
+      redis.call('HSET', lk, 'expires', expires)
+      held[#held + 1] = {name, h[2]}
+    else
+      redis.call('SREM', set, name)
+    end
+  end
+  return held
+end
+-- ---- Where a session is found alive: the mode ----
+-- 'node': at its session key, prefix .. sid .. '}'. 'cluster' (every call inside one hash slot): at
+-- its shadow in this slot, prefix .. sid, which is dead too once closeSession marked it closed.
+local closed_marker = '9007199254740992'
+local function holders_in(mode, prefix)
+  if mode ~= 'node' and mode ~= 'cluster' then error('simba: unknown mode ' .. tostring(mode)) end
+  return {mode = mode, prefix = prefix}
+end
+local function holder_key(holders, sid)
+  if holders.mode == 'node' then return holders.prefix .. sid .. '}' end
+  return holders.prefix .. sid
+end
+local function alive(holders, sid)
+  local key = holder_key(holders, sid)
+  if redis.call('EXISTS', key) == 0 then return false end
+  return holders.mode == 'node' or redis.call('HGET', key, 'closed') ~= closed_marker
+end
+-- ---- FIFO hand-off (see "Waiter queue" in RedisBackend) ----
+-- The first live waiter of queue q (dead ones leave it), or nil.
+local function next_waiter(q, holders)
+  while true do
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    if not head then return nil end
+    if alive(holders, head) then return head end
+    redis.call('ZREM', q, head)
+  end
+end
+-- Reserve the free lease lk for sid until now + the reservation and tell it ('released:<sid>').
+local function reserve(lk, sid, now)
+  redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${reservationMillis})
+  redis.call('PUBLISH', lk, 'released:' .. sid)
+end
+-- sid (whose liveness key has own ms left) holds lk (name, listed in its set) from now on.
+local function hold(lk, set, name, sid, now, own)
+  redis.call('HSET', lk, 'session', sid, 'expires', now + own)
+  redis.call('SADD', set, name)
+  extend(set, own)
+end
+-- Mode 'node': grant the free lease lk (name) to the live waiter head, as its acquire would, and
+-- tell it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
+local function grant_to(lk, q, name, head, holders)
+  local home = holder_key(holders, head)
+  local token = redis.call('HINCRBY', lk, 'token', 1)
+  hold(lk, home .. ':leases', name, head, now_ms(), redis.call('PTTL', home))
+  redis.call('ZREM', q, head)
+  redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
+end
+-- lk was held (so carries no reservation: a grant clears it) and just became free: in mode 'node'
+-- grant it to the first live waiter; in mode 'cluster' (the waiter's registration lives in another
+-- slot, see "Redis Cluster") reserve it for that waiter; publish a plain 'released' when nobody waits.
+local function hand_off(lk, q, name, holders)
+  local head = next_waiter(q, holders)
+  if not head then
+    redis.call('PUBLISH', lk, 'released')
+  elseif holders.mode == 'node' then
+    grant_to(lk, q, name, head, holders)
+  else
+    reserve(lk, head, now_ms())
+  end
+end
+-- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
+local function wait_in(q, sid, now, own)
+  redis.call('ZADD', q, 'NX', now, sid)
+  extend(q, own)
+end
+-- Release every lease in set that still names sid, handing each off.
+local function release_all(set, sid, lease_prefix, holders)
+  for _, name in ipairs(redis.call('SMEMBERS', set)) do
+    local lk = lease_prefix .. name .. '}'
+    if redis.call('HGET', lk, 'session') == sid then
+      redis.call('HDEL', lk, 'session', 'expires')
+      hand_off(lk, lk .. ':queue', name, holders)
+    end
+  end
+end
+-- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it or it
+-- is reserved for another live waiter; a refused sid joins the queue q.
+local function acquire(lk, q, set, sid, name, own, holders)
+  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil')
+  local now = now_ms()
+  if h[1] ~= sid then
+    if h[1] then
+      local left = redis.call('PTTL', holder_key(holders, h[1]))
+      if left ~= -2 then
+        wait_in(q, sid, now, own)
+        return {'held', h[2] or '', left}
+      end
+      -- Takeover: the holder's session is gone, the lease is free.
+      redis.call('HDEL', lk, 'session', 'expires')
+    end
+    -- Free: who may take it?
+    local head, untill = nil, 0
+    if h[3] and tonumber(h[4]) > now and alive(holders, h[3]) then
+      head, untill = h[3], tonumber(h[4])
+    else
+      -- No reservation, or one that ran out unused (that waiter stopped waiting: drop it).
+      if h[3] then
+        redis.call('ZREM', q, h[3])
+        redis.call('HDEL', lk, 'reserved', 'reservedUntil')
+      end
+      head = next_waiter(q, holders)
+      if head and head ~= sid then
+        reserve(lk, head, now)
+        untill = now + ${reservationMillis}
+      end
+    end
+    if head and head ~= sid then
+      wait_in(q, sid, now, own)
+      return {'held', h[2] or '', math.max(untill - now, 1)}
+    end
+    redis.call('HINCRBY', lk, 'token', 1)
+    if head then
+      redis.call('ZREM', q, sid)
+      redis.call('HDEL', lk, 'reserved', 'reservedUntil')
+    end
+  end
+  hold(lk, set, name, sid, now, own)
+  return {'granted', redis.call('HGET', lk, 'token')}
+end
+`
+
+// -------------------------------------------------------------------------------------------------
+// Declaring a script
+// -------------------------------------------------------------------------------------------------
+
+/** `local name = KEYS[i]` for each name, and a table of the rest (`KEYS[n + 1]` on) for `rest`. */
+const bind = (table: "KEYS" | "ARGV", names: ReadonlyArray<string>, rest: string | undefined): string => {
+  const lines = names.map((name, i) => `local ${name} = ${table}[${i + 1}]`)
+  if (rest !== undefined) {
+    lines.push(`local ${rest} = {}`, `for i = ${names.length + 1}, #${table} do ${rest}[#${rest} + 1] = ${table}[i] end`)
+  }
+  return lines.join("\n")
+}
+
+/** The values of `names` in order, then those of `rest`. */
+const flatten = <V>(names: ReadonlyArray<string>, rest: string | undefined, values: object): Array<V> => {
+  // `values` is a `Named<...>` of exactly these names (checked where the caller is typed).
+  const byName = values as Readonly<Record<string, V | ReadonlyArray<V>>>
+  const out = names.map((name) => byName[name] as V)
+  if (rest !== undefined) for (const value of byName[rest] as ReadonlyArray<V>) out.push(value)
+  return out
+}
+
+const define = <
+  const Keys extends ReadonlyArray<string>,
+  const Args extends ReadonlyArray<string>,
+  A,
+  I,
+  KR extends string = never,
+  AR extends string = never
+>(
+  name: string,
+  params: {
+    readonly keys: Keys
+    /** Further keys, any number, bound as a Lua table. */
+    readonly restKeys?: KR
+    readonly args: Args
+    /** Further arguments, any number, bound as a Lua table. */
+    readonly restArgs?: AR
+    readonly reply: Schema.Schema<A, I>
+  },
+  body: string
+): Caller<Keys, Args, KR, AR, A> => {
+  const { args, keys, restArgs, restKeys } = params
+  const lua = [prelude, bind("KEYS", keys, restKeys), bind("ARGV", args, restArgs), body].join("\n")
+  const script: Script = { name, lua, sha: createHash("sha1").update(lua).digest("hex") }
+  const decode = Schema.decodeUnknownEither(params.reply)
+  const call = (keyValues: Named<Keys, KR, string>, argValues: Named<Args, AR, Arg>): Call<A> => ({
+    script,
+    keys: flatten(keys, restKeys, keyValues),
+    args: flatten(args, restArgs, argValues),
+    decode
+  })
+  const names = [...keys, ...args, ...(restKeys === undefined ? [] : [restKeys]), ...(restArgs === undefined ? [] : [restArgs])]
+  return Object.assign(call, { script, params: names })
+}
+
+// -------------------------------------------------------------------------------------------------
+// Scripts of both modes
+// -------------------------------------------------------------------------------------------------
+
+/** Creates the session key (never an existing one) with `ttl` ms to live. */
+export const open = define("open", { keys: ["home"], args: ["ttl"], reply: Replies.Opened }, `
+if not redis.call('SET', home, '0', 'PX', ttl, 'NX') then return {'exists'} end
+return {'ok', redis.call('PTTL', home)}
+`)
+
+/**
+ * Grants the lease unless a live session holds it or it is reserved for another live waiter; a
+ * refused session joins the queue. `holder` is where the session is found alive in the lease's slot
+ * and `holderLeases` the set of the names it holds there: its session key and `:leases` (mode
+ * `node`; `registration` and `homeRemaining` unused), or its shadow there (mode `cluster`, with the
+ * registration number and the home's time left that `register` answered).
+ */
+export const acquire = define("acquire", {
+  keys: ["lease", "queue", "holder", "holderLeases"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining"],
+  reply: Replies.Acquired
+}, `
+local holders = holders_in(mode, holderPrefix)
+local own
+if holders.mode == 'node' then
+  own = redis.call('PTTL', holder)
+  if own == -2 then return {'expired'} end
+else
+  -- A registration a renewal already closed here is stale; the shadow lives as long as the home.
+  local seq = tonumber(registration)
+  local st = redis.call('HMGET', holder, 'gen', 'closed')
+  if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
+  if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
+  extend(holder, tonumber(homeRemaining))
+  own = redis.call('PTTL', holder)
+end
+return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
+`)
+
+/** Releases the lease if the session holds it with exactly `token`, and hands it off (see `acquire`). */
+export const release = define("release", {
+  keys: ["lease", "queue", "holderLeases"],
+  args: ["sessionId", "token", "name", "mode", "holderPrefix"],
+  reply: Replies.Count
+}, `
+local h = redis.call('HMGET', lease, 'session', 'token')
+if h[1] ~= sessionId or h[2] ~= token then return 0 end
+redis.call('HDEL', lease, 'session', 'expires')
+redis.call('SREM', holderLeases, name)
+hand_off(lease, queue, name, holders_in(mode, holderPrefix))
+return 1
+`)
+
+/** The live members of a group. */
+export const members = define("members", { keys: ["group"], args: [], reply: Replies.Members }, `
+return live_members(group, now_ms())
+`)
+
+// -------------------------------------------------------------------------------------------------
+// Mode `node`: the session's keys and a lease's or group's in one script
+// -------------------------------------------------------------------------------------------------
+
+/** Renews the session and its groups' memberships; lists its leases and groups. */
+export const renew = define("renew", {
+  keys: ["home", "homeLeases", "homeGroups"],
+  args: ["sessionId", "ttl", "leasePrefix", "groupPrefix"],
+  reply: Replies.Renewed
+}, `
+local rem = renew(home, tonumber(ttl))
+if not rem then return {'expired'} end
+local now = now_ms()
+extend(homeLeases, rem)
+extend(homeGroups, rem)
+local leases = held_leases(homeLeases, sessionId, leasePrefix, now + rem)
+local groups = {}
+for _, g in ipairs(redis.call('SMEMBERS', homeGroups)) do
+  local view = group_view(groupPrefix .. g .. '}', sessionId, now, rem)
+  if view then groups[#groups + 1] = {g, view} else redis.call('SREM', homeGroups, g) end
+end
+return {'live', rem, leases, groups}
+`)
+
+/** Releases every lease of the session (handing each off), leaves its groups, deletes it. */
+export const close = define("close", {
+  keys: ["home", "homeLeases", "homeGroups"],
+  args: ["sessionId", "leasePrefix", "groupPrefix", "sessionPrefix"],
+  reply: Replies.Count
+}, `
+release_all(homeLeases, sessionId, leasePrefix, holders_in('node', sessionPrefix))
+for _, g in ipairs(redis.call('SMEMBERS', homeGroups)) do remove_member(groupPrefix .. g .. '}', sessionId) end
+redis.call('DEL', home, homeLeases, homeGroups)
+return 1
+`)
+
+/** Adds the session to the group. */
+export const join = define("join", {
+  keys: ["home", "homeGroups", "group"],
+  args: ["sessionId", "groupName"],
+  reply: Replies.Joined
+}, `
+local own = home_join(home, homeGroups, groupName)
+if not own then return 'expired' end
+return add_member(group, sessionId, own)
+`)
+
+/** Removes the session from the group. */
+export const leave = define("leave", {
+  keys: ["homeGroups", "group"],
+  args: ["sessionId", "groupName"],
+  reply: Replies.Count
+}, `
+redis.call('SREM', homeGroups, groupName)
+remove_member(group, sessionId)
+return 1
+`)
+
+// -------------------------------------------------------------------------------------------------
+// Mode `cluster`: the home's half and the lease's or group's half, each in its own slot
+// -------------------------------------------------------------------------------------------------
+
+/** Registers the slot of `tag` in the home: its time left and the registration's number. */
+export const register = define("register", {
+  keys: ["home", "homeSlots"],
+  args: ["tag"],
+  reply: Replies.Registered
+}, `
+local own = redis.call('PTTL', home)
+if own == -2 then return {'expired'} end
+local seq = redis.call('INCR', home)
+redis.call('HSET', homeSlots, tag, seq)
+extend(homeSlots, own)
+return {'ok', own, seq}
+`)
+
+/** Renews the home; lists its registered slots and its groups. */
+export const renewHome = define("renewHome", {
+  keys: ["home", "homeSlots", "homeGroups"],
+  args: ["ttl"],
+  reply: Replies.HomeRenewed
+}, `
+local rem = renew(home, tonumber(ttl))
+if not rem then return {'expired'} end
+extend(homeSlots, rem)
+extend(homeGroups, rem)
+return {'live', rem, redis.call('HGETALL', homeSlots), redis.call('SMEMBERS', homeGroups)}
+`)
+
+/**
+ * Renews the session's shadow in one slot (when `registration` is not `""`) and its memberships of
+ * the groups of that slot (`groups`, named `groupNames`) for `remaining` ms; lists what it holds
+ * there. A shadow left with no lease is closed at its last registration, answered for the home to
+ * forget (`forgetSlots`).
+ */
+export const renewSlot = define("renewSlot", {
+  keys: ["shadow", "shadowLeases"],
+  restKeys: "groups",
+  args: ["sessionId", "remaining", "leasePrefix", "registration"],
+  restArgs: "groupNames",
+  reply: Replies.SlotRenewed
+}, `
+local rem = tonumber(remaining)
+local now = now_ms()
+local leases, prune = {}, ''
+if registration ~= '' then
+  if redis.call('EXISTS', shadow) == 1 then
+    extend(shadow, rem)
+    extend(shadowLeases, rem)
+    leases = held_leases(shadowLeases, sessionId, leasePrefix, now + rem)
+    if #leases == 0 then
+      prune = redis.call('HGET', shadow, 'gen') or '0'
+      redis.call('HSET', shadow, 'closed', prune)
+    end
+  else
+    -- Lost, or its first grant is still on the way: close it at the registration we know of.
+    redis.call('HSET', shadow, 'closed', registration)
+    redis.call('PEXPIRE', shadow, rem)
+    prune = registration
+  end
+end
+local views = {}
+for i, gk in ipairs(groups) do
+  local view = group_view(gk, sessionId, now, rem)
+  if view then views[#views + 1] = {groupNames[i], view} end
+end
+return {leases, views, prune}
+`)
+
+/** Forgets the slots whose registration is still the one a renewal closed: `tag, registration, ...`. */
+export const forgetSlots = define("forgetSlots", {
+  keys: ["homeSlots"],
+  args: [],
+  restArgs: "registrations",
+  reply: Replies.Count
+}, `
+local n = 0
+for i = 1, #registrations, 2 do
+  if redis.call('HGET', homeSlots, registrations[i]) == registrations[i + 1] then
+    redis.call('HDEL', homeSlots, registrations[i])
+    n = n + 1
+  end
+end
+return n
+`)
+
+/** Deletes the home (from then on every call answers `Expired`); returns its time left, slots and groups. */
+export const closeHome = define("closeHome", {
+  keys: ["home", "homeSlots", "homeGroups"],
+  args: [],
+  reply: Replies.HomeClosed
+}, `
+local left = redis.call('PTTL', home)
+local slots = redis.call('HKEYS', homeSlots)
+local groups = redis.call('SMEMBERS', homeGroups)
+redis.call('DEL', home, homeSlots, homeGroups)
+return {left, slots, groups}
+`)
+
+/**
+ * Closes the session in one slot: releases its leases there (handing each off) when `holdsLeases` is
+ * not `""`, leaving the shadow as a closed marker so a grant still on the way cannot recreate it;
+ * leaves the `groups` of that slot.
+ */
+export const closeSlot = define("closeSlot", {
+  keys: ["shadow", "shadowLeases"],
+  restKeys: "groups",
+  args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix"],
+  reply: Replies.Count
+}, `
+if holdsLeases ~= '' then
+  release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix))
+  redis.call('DEL', shadowLeases)
+  redis.call('HSET', shadow, 'closed', closed_marker)
+  extend(shadow, math.max(tonumber(homeRemaining), 1))
+end
+for _, gk in ipairs(groups) do remove_member(gk, sessionId) end
+return 1
+`)
+
+/** Lists the group among the home's groups: the home's time left. */
+export const joinHome = define("joinHome", {
+  keys: ["home", "homeGroups"],
+  args: ["groupName"],
+  reply: Replies.HomeJoined
+}, `
+local own = home_join(home, homeGroups, groupName)
+if not own then return {'expired'} end
+return {'ok', own}
+`)
+
+/** Makes the session a member of the group for `own` ms (the home's time left). */
+export const addMember = define("addMember", {
+  keys: ["group"],
+  args: ["sessionId", "own"],
+  reply: Replies.Joined
+}, `
+return add_member(group, sessionId, tonumber(own))
+`)
+
+/** Removes the session from the group's members. */
+export const removeMember = define("removeMember", {
+  keys: ["group"],
+  args: ["sessionId"],
+  reply: Replies.Count
+}, `
+remove_member(group, sessionId)
+return 1
+`)
+
+/** Drops the group from the home's groups. */
+export const forgetGroup = define("forgetGroup", {
+  keys: ["homeGroups"],
+  args: ["groupName"],
+  reply: Replies.Count
+}, `
+return redis.call('SREM', homeGroups, groupName)
+`)
+
+/** Every script with its parameter names, for tests. */
+export const all: ReadonlyArray<{ readonly script: Script; readonly params: ReadonlyArray<string> }> = [
+  open,
+  acquire,
+  release,
+  members,
+  renew,
+  close,
+  join,
+  leave,
+  register,
+  renewHome,
+  renewSlot,
+  forgetSlots,
+  closeHome,
+  closeSlot,
+  joinHome,
+  addMember,
+  removeMember,
+  forgetGroup
+]

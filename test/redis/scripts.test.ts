@@ -1,0 +1,40 @@
+/**
+ * The Lua scripts as declared in `scripts.ts`: their parameters never shadow a function or constant
+ * of the shared prelude, and each one compiles on the real server to the SHA the backend sends with
+ * `EVALSHA`.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Scripts from "../../src/layers/redis/scripts.js"
+import { rawClient } from "./RedisServers.js"
+
+describe("Redis scripts", () => {
+  it("no parameter shadows a name of the prelude", () => {
+    const preludeNames = new Set([...Scripts.prelude.matchAll(/^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]!))
+    expect(preludeNames).toContain("acquire")
+    expect(preludeNames).toContain("closed_marker")
+    for (const { params, script } of Scripts.all) {
+      for (const param of params) expect(preludeNames.has(param), `${script.name}: ${param}`).toBe(false)
+      expect(new Set(params).size, script.name).toBe(params.length)
+    }
+  })
+
+  it.scopedLive("every script compiles, to the SHA the backend sends", () =>
+    Effect.gen(function*() {
+      const raw = yield* rawClient(false)
+      for (const { script } of Scripts.all) {
+        expect(yield* Effect.promise(() => raw.script("LOAD", script.lua)), script.name).toBe(script.sha)
+      }
+    }))
+
+  it("a caller builds KEYS and ARGV in the declared order, the rest last", () => {
+    const call = Scripts.renewSlot(
+      { shadow: "s", shadowLeases: "sl", groups: ["g1", "g2"] },
+      { sessionId: "id", remaining: 5, leasePrefix: "p", registration: "3", groupNames: ["a", "b"] }
+    )
+    expect(call.keys).toEqual(["s", "sl", "g1", "g2"])
+    expect(call.args).toEqual(["id", 5, "p", "3", "a", "b"])
+    expect(call.script.lua).toContain("local shadow = KEYS[1]")
+    expect(call.script.lua).toContain("for i = 3, #KEYS do groups[#groups + 1] = KEYS[i] end")
+  })
+})
