@@ -1,0 +1,504 @@
+/**
+ * The ZooKeeper backend (the `zookeeper` addon 7.3): Simba's session is the ZooKeeper session, a lease
+ * is an ephemeral node, a token is that node's `czxid`, and watches give the hints. This module is the
+ * entry (`make`, `layer`, `layerConfig`, `config`, `SimbaZookeeperLive`); the folder holds one module
+ * per concern:
+ *
+ * - `options.ts`: `ZookeeperOptions`, `config` (environment), validation;
+ * - `driver.ts`: the addon (loaded when `make` runs, never by `import "simba"`), its return codes;
+ * - `session.ts`: one session's addon object, what the backend knows of it, its event handlers, and
+ *   the pipelined requests every operation is made of.
+ *
+ * ## Nodes (root `/simba` by default)
+ *
+ * - `{root}/leases/{name}`: ephemeral node of the session holding `name`; empty, never modified (its
+ *   version stays 0). Its `czxid` (the zxid of the transaction that created it) is the token: zxids
+ *   only rise, across leader changes too (the epoch is the high 32 bits), so every new node of a name
+ *   has a larger token than every earlier one, forever, for a given ensemble. The addon hands `czxid`
+ *   over as a JavaScript number, exact below 2^53: a larger one (after 2^21 leader epochs) fails the
+ *   call loudly instead of handing out a wrong token.
+ * - `{root}/groups/{g}`: persistent node of a group (created on the first join, never deleted);
+ *   `{root}/groups/{g}/{sid}`: ephemeral node of a member.
+ *
+ * ## Sessions
+ *
+ * `openSession(ttl)` opens a new ZooKeeper session with `ttl` as the requested session timeout, on a
+ * new addon object (an ended one is never reused: the addon can crash on reuse). The server clamps the
+ * timeout to its `[minSessionTimeout, maxSessionTimeout]` (by default 2 to 20 ticks); the negotiated
+ * timeout T is what counts. The session id is ZooKeeper's (hex).
+ *
+ * What a renewal proves: its reply says the server had the session at some instant after the request
+ * was sent. The client library decides on its own when a silent connection is lost (after 2/3 T) and
+ * may then reconnect to another server of the ensemble; during such a move the session can be expired
+ * by the ensemble while this client still hears nothing. A renewal is therefore reported as proving
+ * the session alive for `5/12 T` only (the seed's figure: what is left of T once the client library's
+ * own detection and one reconnect attempt are taken off), so `remaining = 5/12 T`. The client sees
+ * `SessionLeaseShortened` and renews on that cadence.
+ *
+ * ZooKeeper itself keeps a session alive as long as its connection is (the client library pings by
+ * itself), but Simba's contract is that a session expires `ttl` after its last renewal. Each session
+ * therefore has a watchdog fiber: once T has passed since the last renewal was sent without another
+ * one, the backend closes the session (the server deletes its nodes at once) and answers `Expired`
+ * for it from then on. A process that stops (kill -9, SIGSTOP) stops pinging: the server expires the
+ * session after T, as usual.
+ *
+ * Connection loss (`connecting`, the equivalent of Curator's SUSPENDED) fails every call on that
+ * session with `BackendError` until it is connected again, so the engine's deadline rules apply: a
+ * suspended session is never treated as still leading. Calls in flight when the connection drops
+ * fail with connection loss. Expiry (the addon closes the object with -112) ends the session: from
+ * then on `keepAlive`, `acquire` and `join` answer `Expired`.
+ *
+ * ## Operations and round trips
+ *
+ * Requests of one call are pipelined on the session's connection (sent at once, answered in order),
+ * so each bullet is one round trip unless it says otherwise:
+ *
+ * - `openSession`: the connection handshake (creating the session);
+ * - `acquire`: create the ephemeral node and, in the same pipeline, `exists` with a watch: the `Stat`
+ *   says whose node it is. Ours (just created, or created by an earlier call whose reply was lost):
+ *   `Granted { token: czxid }`; another session's: `HeldBy { token }`, and the watch gives
+ *   `Released` when that node goes (release, close or expiry of its holder). `remaining` is not
+ *   known (another session's expiry is not visible), so candidates rely on the watch;
+ * - `release`: `exists`, then (ours with that `czxid` only) `delete` with the node's version: two;
+ * - `keepAlive`: one `exists` on the root, plus, in the same pipeline, a `getChildren` (with a child
+ *   watch) per joined group and an `exists` per lease whose create lost its reply;
+ * - `join`: create the group node (if missing), the member node, and `getChildren` with a watch;
+ * - `leave`: delete the member node; `members`: `getChildren` on the backend's own watcher session;
+ * - `closeSession`: `exists` of its lease nodes, then deletes of those still its own and of its member
+ *   nodes (two), then the session is closed.
+ *
+ * ## Why the lease list of a renewal is exact
+ *
+ * The list comes from a cache the backend keeps per session, not from a read of every node: it adds a
+ * name when an `acquire` (or a renewal settling a lost create) reads the node and finds it the
+ * session's own, with its `czxid`, and removes it on the session's own release and on every `deleted`
+ * watch event of that path (the node of a held lease always carries a watch: the acquire armed it). A
+ * held lease's node can only disappear through this session (release, close) or through a delete by
+ * someone else, which fires the watch. ZooKeeper delivers a watch event to a session before the reply
+ * to any request of that session the server processed after the change. So when a renewal's reply
+ * arrives, every change of the session's nodes that the server made before processing the renewal has
+ * been applied to the cache: the list is exact as of that instant, and the version (bumped on every
+ * change) says whether it changed since the reply the client last read. A create whose reply was lost
+ * (connection loss) is recorded as uncertain and settled by reading the node in the next renewal's
+ * pipeline (or the next acquire of the name). The test `test/zookeeper/cache.test.ts` checks it.
+ *
+ * ## Hints
+ *
+ * `Released { name }` on the `deleted` event of a watched lease node (an acquire that found it held, or
+ * held it, armed the watch; watches fire once, the next acquire arms another); `GroupChanged { group }`
+ * on the child event of a group watched by a member session or read by `members` (re-armed with a
+ * fresh read after it fires), and from this backend's own join, leave and close. After a reconnect the
+ * client library re-registers the watches; the backend also emits a hint for every watched name, so a
+ * release it could not replay costs a candidate one acquire, not a retry period.
+ */
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { SimbaConfigError } from "../../Errors.js"
+import * as LeaseBackend from "../../LeaseBackend.js"
+import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from "../../LeaseBackend.js"
+import * as Simba from "../../Simba.js"
+import { type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
+import { config, resolve, type Settings, type ZookeeperOptions } from "./options.js"
+import { drop, hold, open, type Paths, paths as pathsOf, pipeline, type Reply, type Session, tokenOf } from "./session.js"
+
+export { config, type ZookeeperOptions } from "./options.js"
+
+/** The backend name used in errors, metrics and spans. */
+export const backend = "zookeeper"
+
+/** What a renewal proves, as a fraction of the negotiated session timeout (see the module comment). */
+export const provenFraction = 5 / 12
+
+/** The `remaining` of a session of negotiated timeout `timeoutMillis`. */
+export const provenFor = (timeoutMillis: number): Duration.Duration =>
+  Duration.millis(Math.floor(timeoutMillis * provenFraction))
+
+const sessionIdPattern = /^[0-9a-f]{1,16}$/
+// The addon takes the timeout as a 32-bit integer.
+const maxTimeoutMillis = 2_147_483_647
+
+const fail = (operation: string, reply: Reply<unknown>): BackendError =>
+  new BackendError({ backend, operation, cause: new Error(`${reply.rc} ${reply.message}`) })
+
+const lost = (operation: string): BackendError =>
+  new BackendError({ backend, operation, cause: "connection to ZooKeeper lost (reconnecting)" })
+
+const nowMillis = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos / 1_000_000n))
+
+/**
+ * A `LeaseBackendService` on ZooKeeper, with the backend's own watcher session and every session it
+ * opens in the scope. Fails with `SimbaConfigError` when an option is invalid, and with
+ * `BackendError` when the addon is not installed or ZooKeeper cannot be reached.
+ */
+export const make = (
+  options: ZookeeperOptions = {}
+): Effect.Effect<LeaseBackend.LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const settings = yield* resolve(options)
+    const driver = yield* loadZookeeper
+    const scope = yield* Effect.scope
+    const paths = pathsOf(settings)
+    const hub = yield* Effect.acquireRelease(PubSub.unbounded<Hint>(), PubSub.shutdown)
+    const sessions = new Map<string, Session>()
+    const events = {
+      emit: (hint: Hint) => {
+        hub.unsafeOffer(hint)
+      },
+      ended: (session: Session) => {
+        sessions.delete(session.id)
+      }
+    }
+    const watcher = yield* makeWatcher(driver, settings, paths, events)
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const session of sessions.values()) endSession(session)
+        sessions.clear()
+      })
+    )
+
+    const operations = makeOperations(settings, paths, sessions, events, watcher)
+    return LeaseBackend.make({
+      backend,
+      isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
+      hints: Stream.fromPubSub(hub),
+      ...operations,
+      openSession: (ttlMillis) =>
+        Effect.gen(function*() {
+          const sentAt = yield* nowMillis
+          const session = yield* open(driver, settings, paths, Math.min(ttlMillis, maxTimeoutMillis), events)
+          session.lastRenewalMillis = sentAt
+          sessions.set(session.id, session)
+          yield* Effect.forkIn(watchdog(session, sessions), scope)
+          return { sessionId: session.id, remaining: provenFor(session.timeoutMillis) }
+        })
+    })
+  })
+
+/** Ends a session here: closes its addon object (the server deletes its nodes) and never uses it again. */
+const endSession = (session: Session): void => {
+  if (session.ended) return
+  session.ended = true
+  session.connected = false
+  session.handle.close()
+}
+
+/** Closes the session once its timeout has passed since the last renewal was sent (see the module comment). */
+const watchdog = (session: Session, sessions: Map<string, Session>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    while (!session.ended) {
+      const due = session.lastRenewalMillis + session.timeoutMillis
+      const now = yield* nowMillis
+      if (now >= due) {
+        endSession(session)
+        sessions.delete(session.id)
+        return
+      }
+      yield* Effect.sleep(Duration.millis(due - now))
+    }
+  })
+
+/**
+ * The backend's own session, for `members` (which names no session) and for creating the root nodes:
+ * replaced by a new one when it ends; closed with the scope.
+ */
+interface Watcher {
+  readonly current: Effect.Effect<Session, BackendError>
+}
+
+const watcherTimeoutMillis = 10_000
+
+const makeWatcher = (
+  driver: Driver,
+  settings: Settings,
+  paths: Paths,
+  events: { readonly emit: (hint: Hint) => void }
+): Effect.Effect<Watcher, BackendError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const connect = open(driver, settings, paths, watcherTimeoutMillis, { emit: events.emit, ended: () => undefined })
+    let session = yield* connect
+    yield* Effect.addFinalizer(() => Effect.sync(() => endSession(session)))
+    yield* ensureRoot(session, settings)
+    const lock = yield* Effect.makeSemaphore(1)
+    return {
+      current: lock.withPermits(1)(Effect.suspend(() => {
+        if (!session.ended) return Effect.succeed(session)
+        return Effect.map(connect, (fresh) => {
+          session = fresh
+          return fresh
+        })
+      }))
+    }
+  })
+
+/** Creates `{root}`, `{root}/leases` and `{root}/groups` where missing (in order, in one pipeline). */
+const ensureRoot = (session: Session, settings: Settings): Effect.Effect<void, BackendError> => {
+  const segments = settings.root.slice(1).split("/")
+  const nodes = segments.map((_, i) => `/${segments.slice(0, i + 1).join("/")}`)
+  nodes.push(settings.leasesPath, settings.groupsPath)
+  return Effect.flatMap(
+    pipeline(nodes.map((path) => (done) => session.handle.a_create(path, "", persistent, done))),
+    (replies) => {
+      const failed = replies.find((reply) => reply.rc !== Rc.ok && reply.rc !== Rc.nodeExists)
+      return failed === undefined ? Effect.void : Effect.fail(fail("createRoot", failed))
+    }
+  )
+}
+
+const makeOperations = (
+  settings: Settings,
+  paths: Paths,
+  sessions: Map<string, Session>,
+  events: { readonly emit: (hint: Hint) => void },
+  watcher: Watcher
+) => {
+  /**
+   * Runs `body` on a live, connected session: an unknown or ended one answers `onEnded`, a
+   * disconnected one fails with connection loss without sending anything.
+   */
+  const onSession = <A, E>(
+    operation: string,
+    sessionId: string,
+    onEnded: Effect.Effect<A, E>,
+    body: (session: Session) => Effect.Effect<A, E | BackendError>
+  ): Effect.Effect<A, E | BackendError> =>
+    Effect.suspend(() => {
+      const session = sessions.get(sessionId)
+      if (session === undefined || session.ended) return onEnded
+      if (!session.connected) return Effect.fail(lost(operation))
+      return body(session)
+    })
+
+  /** A failed reply: `onEnded` when the session is gone (expired or closed), a `BackendError` otherwise. */
+  const failed = <A, E>(session: Session, operation: string, reply: Reply<unknown>, onEnded: Effect.Effect<A, E>) =>
+    session.ended || isSessionGone(reply.rc) ? onEnded : Effect.fail(fail(operation, reply))
+
+  /** Reads the node of `name` with a watch and settles what it says for the session (in the callback). */
+  const settleLease = (session: Session, name: string) => (done: (rc: number, message: string, stat: Stat | null) => void) => {
+    session.watchedLeases.add(name)
+    return session.handle.a_exists(paths.lease(name), true, (rc, message, stat) => {
+      if (rc === Rc.ok && stat !== null) {
+        session.uncertain.delete(name)
+        if (stat.ephemeralOwner === session.id) {
+          const token = tokenOf("acquire", stat)
+          if (typeof token === "bigint") hold(session, name, token)
+        } else {
+          drop(session, name)
+        }
+      } else if (rc === Rc.noNode) {
+        session.uncertain.delete(name)
+        drop(session, name)
+      }
+      done(rc, message, stat)
+    })
+  }
+
+  const expiredAcquire = Effect.succeed(AcquireReply.Expired())
+  const expiredRenewal = Effect.succeed(KeepAliveReply.Expired())
+  const expiredJoin = Effect.succeed<LeaseBackend.JoinReply>("Expired")
+
+  const acquire = (sessionId: string, name: string) =>
+    onSession("acquire", sessionId, expiredAcquire, (session) =>
+      Effect.flatMap(
+        pipeline<unknown>([
+          (done) =>
+            session.handle.a_create(paths.lease(name), "", ephemeral, (rc, message, path) => {
+              // Applied or not? Only a read can tell: the next renewal (or acquire) settles it.
+              if (rc === Rc.connectionLoss || rc === Rc.operationTimeout) session.uncertain.add(name)
+              done(rc, message, path)
+            }),
+          settleLease(session, name)
+        ]),
+        ([created, read]): Effect.Effect<LeaseBackend.AcquireReply, BackendError> => {
+          if (read!.rc === Rc.ok && read!.value !== undefined && read!.value !== null) {
+            const stat = read!.value as Stat
+            const token = tokenOf("acquire", stat)
+            if (typeof token !== "bigint") return Effect.fail(token)
+            return Effect.succeed(
+              stat.ephemeralOwner === session.id
+                ? AcquireReply.Granted({ token })
+                : AcquireReply.HeldBy({ token, remaining: undefined })
+            )
+          }
+          if (read!.rc === Rc.noNode && (created!.rc === Rc.ok || created!.rc === Rc.nodeExists)) {
+            // Gone between the create and the read (released, or deleted by someone else): free now.
+            events.emit(Hint.Released({ name }))
+            return Effect.succeed(AcquireReply.HeldBy({ token: undefined, remaining: undefined }))
+          }
+          const bad = created!.rc !== Rc.ok && created!.rc !== Rc.nodeExists ? created! : read!
+          return failed(session, "acquire", bad, expiredAcquire)
+        }
+      ))
+
+  const release = (sessionId: string, name: string, token: bigint) =>
+    onSession("release", sessionId, Effect.void, (session) =>
+      Effect.flatMap(
+        pipeline<Stat | null>([(done) => session.handle.a_exists(paths.lease(name), false, done)]),
+        ([read]) => {
+          const stat = read!.value
+          if (read!.rc === Rc.noNode) return Effect.sync(() => drop(session, name, token))
+          if (read!.rc !== Rc.ok || stat === undefined || stat === null) return failed(session, "release", read!, Effect.void)
+          // Only the session's own node with that token; the version makes the delete miss a node
+          // that replaced it in between.
+          if (stat.ephemeralOwner !== session.id || !Number.isSafeInteger(stat.czxid) || BigInt(stat.czxid) !== token) {
+            return Effect.void
+          }
+          return Effect.flatMap(
+            pipeline<undefined>([(done) =>
+              session.handle.a_delete_(paths.lease(name), stat.version, (rc, message) => {
+                if (rc === Rc.ok || rc === Rc.noNode) drop(session, name, token)
+                done(rc, message, undefined)
+              })
+            ]),
+            ([deleted]) =>
+              deleted!.rc === Rc.ok || deleted!.rc === Rc.noNode || deleted!.rc === Rc.badVersion
+                ? Effect.void
+                : failed(session, "release", deleted!, Effect.void)
+          )
+        }
+      ))
+
+  const keepAlive = (sessionId: string, _ttlMillis: number, known: string | undefined) =>
+    onSession("keepAlive", sessionId, expiredRenewal, (session) =>
+      Effect.gen(function*() {
+        const sentAt = yield* nowMillis
+        const groups = [...session.groups]
+        const uncertain = [...session.uncertain]
+        const replies = yield* pipeline<unknown>([
+          (done) => session.handle.a_exists(settings.root, false, done),
+          ...uncertain.map((name) => settleLease(session, name)),
+          ...groups.map((group) => (done: (rc: number, message: string, value: unknown) => void) =>
+            session.handle.a_get_children(paths.group(group), true, done)
+          )
+        ])
+        const bad = replies.find((reply) => reply.rc !== Rc.ok && reply.rc !== Rc.noNode)
+        if (bad !== undefined || replies[0]!.rc !== Rc.ok) return yield* failed(session, "keepAlive", bad ?? replies[0]!, expiredRenewal)
+        if (session.ended) return KeepAliveReply.Expired()
+        session.lastRenewalMillis = Math.max(session.lastRenewalMillis, sentAt)
+        const views: Array<GroupView> = groups.map((group, i) => {
+          const children = replies[1 + uncertain.length + i]!.value
+          return { group, members: Array.isArray(children) ? [...children].sort() : [] }
+        })
+        const version = String(session.version)
+        return KeepAliveReply.Live({
+          remaining: provenFor(session.timeoutMillis),
+          version,
+          leases: known === version
+            ? undefined
+            : [...session.leases].map(([name, token]) => ({ name, token })).sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+          groups: views
+        })
+      }))
+
+  const join = (sessionId: string, group: string) =>
+    onSession("join", sessionId, expiredJoin, (session) =>
+      Effect.flatMap(
+        pipeline<unknown>([
+          (done) => session.handle.a_create(paths.group(group), "", persistent, done),
+          (done) => session.handle.a_create(paths.member(group, session.id), "", ephemeral, done),
+          (done) => session.handle.a_get_children(paths.group(group), true, done)
+        ]),
+        ([_parent, member, _children]) => {
+          if (member!.rc !== Rc.ok && member!.rc !== Rc.nodeExists) return failed(session, "join", member!, expiredJoin)
+          session.groups.add(group)
+          session.watchedGroups.add(group)
+          if (member!.rc === Rc.ok) events.emit(Hint.GroupChanged({ group }))
+          return Effect.succeed<LeaseBackend.JoinReply>("Joined")
+        }
+      ))
+
+  const leave = (sessionId: string, group: string) =>
+    onSession("leave", sessionId, Effect.void, (session) =>
+      Effect.flatMap(
+        pipeline<undefined>([(done) =>
+          session.handle.a_delete_(paths.member(group, session.id), -1, (rc, message) => done(rc, message, undefined))
+        ]),
+        ([deleted]) => {
+          if (deleted!.rc !== Rc.ok && deleted!.rc !== Rc.noNode) return failed(session, "leave", deleted!, Effect.void)
+          session.groups.delete(group)
+          session.watchedGroups.delete(group)
+          if (deleted!.rc === Rc.ok) events.emit(Hint.GroupChanged({ group }))
+          return Effect.void
+        }
+      ))
+
+  const members = (group: string) =>
+    Effect.flatMap(watcher.current, (session) =>
+      session.connected
+        ? Effect.flatMap(
+          pipeline<ReadonlyArray<string> | null>([(done) => session.handle.a_get_children(paths.group(group), true, done)]),
+          ([read]) =>
+            read!.rc === Rc.noNode
+              ? Effect.succeed<ReadonlyArray<string>>([])
+              : read!.rc === Rc.ok && Array.isArray(read!.value)
+              ? Effect.succeed<ReadonlyArray<string>>([...read!.value].sort())
+              : Effect.fail(fail("members", read!))
+        )
+        : Effect.fail(lost("members")))
+
+  /**
+   * Deletes the session's lease nodes (those still its own, with the cached token) and member nodes,
+   * then closes it. The deletes make the close visible to every other session before this call
+   * returns: the server applies a close request only after this call may already have returned.
+   */
+  const closeSession = (sessionId: string) =>
+    Effect.suspend(() => {
+      const session = sessions.get(sessionId)
+      if (session === undefined) return Effect.void
+      const close = Effect.sync(() => {
+        const groups = [...session.groups]
+        endSession(session)
+        sessions.delete(session.id)
+        for (const group of groups) events.emit(Hint.GroupChanged({ group }))
+      })
+      if (session.ended || !session.connected) return close
+      const held = [...session.leases]
+      const groups = [...session.groups]
+      return pipeline<Stat | null>(held.map(([name]) => (done) => session.handle.a_exists(paths.lease(name), false, done))).pipe(
+        Effect.flatMap((reads) =>
+          pipeline<undefined>([
+            ...held.flatMap(([name, token], i) => {
+              const stat = reads[i]!.value
+              const own = reads[i]!.rc === Rc.ok && stat !== undefined && stat !== null &&
+                stat.ephemeralOwner === session.id && Number.isSafeInteger(stat.czxid) && BigInt(stat.czxid) === token
+              return own
+                ? [(done: (rc: number, message: string, value: undefined) => void) =>
+                  session.handle.a_delete_(paths.lease(name), stat.version, (rc, message) => done(rc, message, undefined))]
+                : []
+            }),
+            ...groups.map((group) => (done: (rc: number, message: string, value: undefined) => void) =>
+              session.handle.a_delete_(paths.member(group, session.id), -1, (rc, message) => done(rc, message, undefined))
+            )
+          ])
+        ),
+        Effect.ensuring(close),
+        Effect.asVoid
+      )
+    })
+
+  return { acquire, release, keepAlive, join, leave, members, closeSession }
+}
+
+/** The ZooKeeper backend as a layer; every session it opened is closed when the layer's scope closes. */
+export const layer = (
+  options: ZookeeperOptions = {}
+): Layer.Layer<LeaseBackend.LeaseBackend, BackendError | SimbaConfigError> =>
+  Layer.scoped(LeaseBackend.LeaseBackend, make(options))
+
+/** The ZooKeeper backend with its options read from `Config` (for example `config`, from the environment). */
+export const layerConfig = (
+  options: Config.Config.Wrap<ZookeeperOptions>
+): Layer.Layer<LeaseBackend.LeaseBackend, BackendError | SimbaConfigError | ConfigError.ConfigError> =>
+  Layer.scoped(LeaseBackend.LeaseBackend, Effect.flatMap(Config.unwrap(options), make))
+
+/**
+ * `Simba` on ZooKeeper: `SIMBA_ZK_CONNECT` (default `127.0.0.1:2181`), `SIMBA_ZK_ROOT` (default
+ * `/simba`), plus the `SIMBA_*` timing settings. The addon is loaded when the layer is built.
+ */
+export const SimbaZookeeperLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

@@ -1,0 +1,256 @@
+/**
+ * One ZooKeeper session of the backend: the addon object (a new one per session, never reused), what
+ * the backend knows of the session (the lease cache and its version, its groups, the names it
+ * watches) and the handlers of the object's events, which keep that knowledge exact and push hints.
+ *
+ * The records are plain mutable objects on purpose: the addon calls back synchronously from the event
+ * loop, each record belongs to one backend and is only touched from those callbacks and from that
+ * backend's operations, which run on the same thread and never interleave inside one callback.
+ */
+import * as Effect from "effect/Effect"
+import { BackendError, Hint } from "../../LeaseBackend.js"
+import { type Driver, type Handle, Rc, type Stat } from "./driver.js"
+import type { Settings } from "./options.js"
+
+/** What the backend knows of one session. */
+export interface Session {
+  /** The ZooKeeper session id (lowercase hex, as `ephemeralOwner` shows it). */
+  readonly id: string
+  readonly handle: Handle
+  /** The session timeout the server negotiated, in milliseconds. */
+  readonly timeoutMillis: number
+  /** `false` between `connecting` (connection lost) and the next `connect`. */
+  connected: boolean
+  /** Expired, closed, or given up by the backend: answers `Expired` from now on, forever. */
+  ended: boolean
+  /** The leases the session holds, name -> token: the set a renewal lists. */
+  readonly leases: Map<string, bigint>
+  /** Bumped on every change of `leases`. */
+  version: number
+  /** The groups the session joined. */
+  readonly groups: Set<string>
+  /** Names whose create may have been applied although its reply was lost: settled by the next renewal. */
+  readonly uncertain: Set<string>
+  /** Lease names with a watch on this session (from acquires): a hint for each after a reconnect. */
+  readonly watchedLeases: Set<string>
+  /** Groups with a child watch on this session that is re-armed after it fires. */
+  readonly watchedGroups: Set<string>
+  /** Monotonic milliseconds at which the last successful renewal (or the open) was sent. */
+  lastRenewalMillis: number
+}
+
+/** The node paths of a root. */
+export interface Paths {
+  readonly root: string
+  readonly lease: (name: string) => string
+  readonly group: (group: string) => string
+  readonly member: (group: string, sessionId: string) => string
+  /** The lease name of a lease node path, or `undefined`. */
+  readonly leaseOf: (path: string) => string | undefined
+  /** The group of a group node path, or `undefined`. */
+  readonly groupOf: (path: string) => string | undefined
+}
+
+export const paths = (settings: Settings): Paths => {
+  const leasePrefix = `${settings.leasesPath}/`
+  const groupPrefix = `${settings.groupsPath}/`
+  const below = (prefix: string) => (path: string) => {
+    if (!path.startsWith(prefix)) return undefined
+    const rest = path.slice(prefix.length)
+    return rest.length > 0 && !rest.includes("/") ? rest : undefined
+  }
+  return {
+    root: settings.root,
+    lease: (name) => leasePrefix + name,
+    group: (group) => groupPrefix + group,
+    member: (group, sessionId) => `${groupPrefix}${group}/${sessionId}`,
+    leaseOf: below(leasePrefix),
+    groupOf: below(groupPrefix)
+  }
+}
+
+/** Records that the session holds `name` with `token`; a change bumps the version. */
+export const hold = (session: Session, name: string, token: bigint): void => {
+  if (session.leases.get(name) === token) return
+  session.leases.set(name, token)
+  session.version++
+}
+
+/** Records that the session no longer holds `name` (with `token`, when given); a change bumps the version. */
+export const drop = (session: Session, name: string, token?: bigint): void => {
+  const held = session.leases.get(name)
+  if (held === undefined || (token !== undefined && held !== token)) return
+  session.leases.delete(name)
+  session.version++
+}
+
+/** The largest token this backend hands out: a `czxid` above it would not be exact as a JavaScript number. */
+export const maxToken = BigInt(Number.MAX_SAFE_INTEGER)
+
+/** The token of a node: its `czxid`, refused loudly when the addon could not give it exactly. */
+export const tokenOf = (operation: string, stat: Stat): bigint | BackendError =>
+  Number.isSafeInteger(stat.czxid) && stat.czxid > 0
+    ? BigInt(stat.czxid)
+    : new BackendError({
+      backend: "zookeeper",
+      operation,
+      cause: `the node's czxid ${stat.czxid} is beyond 2^53 (or not positive): the addon cannot give it exactly, ` +
+        `so no token is handed out (zxids reach 2^53 after 2^21 leader epochs)`
+    })
+
+/** What the event handlers of a session do outside it. */
+export interface Events {
+  readonly emit: (hint: Hint) => void
+  /** The session ended on its own (expiry, or the addon closed it). */
+  readonly ended: (session: Session) => void
+}
+
+/** Arms (again) the watch on a lease node; a node found gone is a release. */
+const watchLease = (session: Session, paths: Paths, name: string, events: Events): void => {
+  session.handle.a_exists(paths.lease(name), true, (rc) => {
+    if (rc === Rc.noNode) events.emit(Hint.Released({ name }))
+  })
+}
+
+/**
+ * Opens a new session: a new addon object, connected within `settings.connectTimeout`, its events
+ * wired to the returned record. Interrupted or timed out, the object is closed.
+ */
+export const open = (
+  driver: Driver,
+  settings: Settings,
+  paths: Paths,
+  timeoutMillis: number,
+  events: Events
+): Effect.Effect<Session, BackendError> =>
+  Effect.async<Session, BackendError>((resume) => {
+    const handle = driver()
+    let session: Session | undefined
+    let settled = false
+    handle.on("connect", () => {
+      if (session === undefined) {
+        settled = true
+        session = {
+          id: handle.client_id,
+          handle,
+          timeoutMillis: handle.timeout,
+          connected: true,
+          ended: false,
+          leases: new Map(),
+          version: 0,
+          groups: new Set(),
+          uncertain: new Set(),
+          watchedLeases: new Set(),
+          watchedGroups: new Set(),
+          lastRenewalMillis: 0
+        }
+        resume(Effect.succeed(session))
+        return
+      }
+      const wasConnected = session.connected
+      session.connected = true
+      if (wasConnected || session.ended) return
+      // Back on the same session: the C client re-registered its watches (SetWatches), and events
+      // missed while away arrive now. A hint per watched name costs a candidate one acquire and
+      // covers any release the client library could not replay.
+      for (const name of session.watchedLeases) {
+        if (!session.leases.has(name)) events.emit(Hint.Released({ name }))
+      }
+      for (const group of session.watchedGroups) events.emit(Hint.GroupChanged({ group }))
+    })
+    handle.on("connecting", () => {
+      if (session !== undefined) session.connected = false
+    })
+    handle.on("close", (_handle, code) => {
+      if (session === undefined) {
+        if (!settled) {
+          settled = true
+          resume(Effect.fail(new BackendError({ backend: "zookeeper", operation: "openSession", cause: `closed while connecting (code ${code})` })))
+        }
+        return
+      }
+      session.connected = false
+      if (!session.ended) {
+        session.ended = true
+        events.ended(session)
+      }
+    })
+    handle.on("deleted", (_handle, path) => {
+      const name = paths.leaseOf(path)
+      if (name === undefined || session === undefined) return
+      drop(session, name)
+      session.watchedLeases.delete(name)
+      events.emit(Hint.Released({ name }))
+    })
+    handle.on("created", (_handle, path) => {
+      // Free when read, taken since: watch it again, to hear of its release.
+      const name = paths.leaseOf(path)
+      if (name !== undefined && session !== undefined && !session.ended) watchLease(session, paths, name, events)
+    })
+    handle.on("changed", (_handle, path) => {
+      const name = paths.leaseOf(path)
+      if (name !== undefined && session !== undefined && !session.ended) watchLease(session, paths, name, events)
+    })
+    handle.on("child", (_handle, path) => {
+      const group = paths.groupOf(path)
+      if (group === undefined || session === undefined) return
+      events.emit(Hint.GroupChanged({ group }))
+      if (!session.ended && session.watchedGroups.has(group)) {
+        session.handle.a_get_children(path, true, () => undefined)
+      }
+    })
+    handle.init({
+      connect: settings.connect,
+      timeout: timeoutMillis,
+      // Never close a live session on the addon's own "no response" count (see driver.ts).
+      response_counter_limit: 2_147_483_647,
+      debug_level: 0
+    })
+    return Effect.sync(() => {
+      if (!settled) {
+        settled = true
+        handle.close()
+      }
+    })
+  }).pipe(
+    Effect.timeoutFail({
+      duration: settings.connectTimeout,
+      onTimeout: () =>
+        new BackendError({
+          backend: "zookeeper",
+          operation: "openSession",
+          cause: `not connected to ${settings.connect} within ${settings.connectTimeout} ms`
+        })
+    })
+  )
+
+/** One reply of a pipelined request. */
+export interface Reply<A> {
+  readonly rc: number
+  readonly message: string
+  readonly value: A | undefined
+}
+
+/** A request: sends itself with the callback, returns the addon's send code (0 when sent). */
+export type Request<A> = (done: (rc: number, message: string, value: A) => void) => number
+
+/**
+ * Sends `requests` at once on one session (one round trip: the server answers them in order) and
+ * succeeds with their replies, in order, once the last has come back. A request's own side effects
+ * belong in its callback, which runs even when this effect was interrupted (a timed-out call's reply
+ * still updates the cache).
+ */
+export const pipeline = <A>(requests: ReadonlyArray<Request<A>>): Effect.Effect<ReadonlyArray<Reply<A>>> =>
+  Effect.async<ReadonlyArray<Reply<A>>>((resume) => {
+    const replies: Array<Reply<A>> = new Array(requests.length)
+    let pending = requests.length
+    if (pending === 0) return resume(Effect.succeed(replies))
+    const settle = (i: number, reply: Reply<A>) => {
+      replies[i] = reply
+      if (--pending === 0) resume(Effect.succeed(replies))
+    }
+    requests.forEach((request, i) => {
+      const sent = request((rc, message, value) => settle(i, { rc, message, value }))
+      if (sent !== Rc.ok) settle(i, { rc: sent, message: "not sent", value: undefined })
+    })
+  })
