@@ -1,0 +1,89 @@
+/**
+ * The MySQL 8 / MariaDB 10.5+ backend (`@effect/sql-mysql2`): the SQL implementation of
+ * `SqlBackend` with one stored procedure per operation (`migrations.ts`), each its own READ
+ * COMMITTED transaction, times from `UTC_TIMESTAMP(6)` read in its own statement after the locks
+ * (never `NOW()`, which follows the session time zone).
+ *
+ * No hints: MySQL has no push. Candidates wake on their own retries (`HeldBy.remaining`, then the
+ * client's retry period), so a hand-over after a graceful release takes up to one retry period.
+ *
+ * `@effect/sql-mysql2` (and `mysql2`) is an optional peer: loaded when a layer of this module is
+ * built, never when the library is imported.
+ *
+ * - `layer(options)` / `layerConfig(config)`: a pool of its own (`SIMBA_MYSQL_URL` with `config`);
+ * - `layerFromClient(options)`: the `SqlClient` already in the application's context (a
+ *   `MysqlClient`). The procedures run their own transactions: never call them inside one.
+ *
+ * A call interrupted by its timeout cannot be cancelled on MySQL: the statement finishes on its
+ * connection, which then returns to the pool.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import type { SimbaConfigError } from "../../Errors.js"
+import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
+import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
+import * as SqlBackend from "./SqlBackend.js"
+
+export type { ClientOptions, SqlOptions as MysqlOptions } from "./options.js"
+
+/** The backend name used in errors, metrics and spans. */
+export const backend = "mysql"
+
+export const defaultUrl = "mysql://root@127.0.0.1:3306/test"
+
+const install = "npm install @effect/sql-mysql2 @effect/sql"
+
+/** The backend on a MySQL/MariaDB `SqlClient`: runs the migration (idempotent, serialised between processes). */
+export const make = (
+  sql: SqlClient.SqlClient,
+  options: ClientOptions = {}
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError> =>
+  Effect.flatMap(prefixOf(backend, options.tablePrefix), (prefix) =>
+    SqlBackend.make(sql, { backend, prefix, hints: Stream.empty }))
+
+const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(
+  Effect.map((module) => module.SqlClient)
+)
+
+/** Provides `LeaseBackend` on the `SqlClient` (a `MysqlClient`) in the context. */
+export const layerFromClient = (
+  options: ClientOptions = {}
+): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError, SqlClient.SqlClient> =>
+  Layer.effect(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => make(sql, options)))
+
+/** Provides `LeaseBackend` on a pool of its own to `options.url` (default `mysql://root@127.0.0.1:3306/test`). */
+export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const settings = yield* resolve(backend, options, defaultUrl)
+    const MysqlClient = yield* loadDriver(
+      backend,
+      "@effect/sql-mysql2",
+      install,
+      () => import("@effect/sql-mysql2/MysqlClient")
+    )
+    const client = MysqlClient.layer({ url: settings.url, maxConnections: settings.maxConnections }).pipe(
+      Layer.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
+    )
+    return layerFromClient({ tablePrefix: settings.prefix }).pipe(Layer.provide(client))
+  }))
+
+/** Provides `LeaseBackend` with options read from `config`. */
+export const layerConfig = (
+  config: Config.Config<SqlOptions>
+): Layer.Layer<LeaseBackend, ConfigError.ConfigError | BackendError | SimbaConfigError> =>
+  Layer.unwrapEffect(Effect.map(config, layer))
+
+/**
+ * Options from the environment: `SIMBA_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`),
+ * `SIMBA_MYSQL_TABLE_PREFIX` (default `simba_`), `SIMBA_MYSQL_MAX_CONNECTIONS` (default 10).
+ */
+export const config: Config.Config<SqlOptions> = Config.all({
+  url: Config.redacted("SIMBA_MYSQL_URL").pipe(Config.withDefault(Redacted.make(defaultUrl))),
+  tablePrefix: Config.string("SIMBA_MYSQL_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
+  maxConnections: Config.integer("SIMBA_MYSQL_MAX_CONNECTIONS").pipe(Config.withDefault(10))
+})

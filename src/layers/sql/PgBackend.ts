@@ -1,0 +1,137 @@
+/**
+ * The PostgreSQL backend (`@effect/sql-pg`, PostgreSQL 12+): the SQL implementation of
+ * `SqlBackend` with one PL/pgSQL function per operation (`migrations.ts`), times from
+ * `clock_timestamp()`, and hints by `pg_notify` received on a dedicated `LISTEN` connection that
+ * reconnects (`listen.ts`).
+ *
+ * `@effect/sql-pg` (and the `pg` driver it brings) is an optional peer: it is loaded when a layer of
+ * this module is built, never when the library is imported.
+ *
+ * - `layer(options)` / `layerConfig(config)`: a pool of its own (`SIMBA_PG_URL` with `config`);
+ * - `layerFromClient(options)`: the `SqlClient` already in the application's context (a `PgClient`:
+ *   its `config.url` also opens the `LISTEN` connection; without a URL there are no hints and
+ *   candidates rely on their retries). Do not share a client whose calls run inside a transaction.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { SimbaConfigError } from "../../Errors.js"
+import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
+import * as Listen from "./listen.js"
+import { channel } from "./migrations.js"
+import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
+import * as SqlBackend from "./SqlBackend.js"
+
+export type { ClientOptions, SqlOptions as PgOptions } from "./options.js"
+
+/** The backend name used in errors, metrics and spans. */
+export const backend = "postgres"
+
+export const defaultUrl = "postgres://127.0.0.1:5432/postgres"
+
+const install = "npm install @effect/sql-pg @effect/sql"
+
+/** Options of `make` / `layerFromClient`. */
+export interface PgClientOptions extends ClientOptions {
+  /** Where the `LISTEN` connection for hints goes. Default: the client's own `config.url`, if any. */
+  readonly listenUrl?: Redacted.Redacted | string | undefined
+}
+
+// Through a variable: `pg` ships no types, and only its `Client` constructor is used (as `Listen.ListenClient`).
+const pgModule: string = "pg"
+
+const listenClientOf = (module: unknown): ((url: string) => Listen.ListenClient) | undefined => {
+  const candidates = typeof module === "object" && module !== null
+    ? ["default" in module ? module.default : undefined, module]
+    : []
+  for (const candidate of candidates) {
+    if (typeof candidate === "object" && candidate !== null && "Client" in candidate && typeof candidate.Client === "function") {
+      const Client = candidate.Client as new(config: { connectionString: string }) => Listen.ListenClient
+      return (url) => new Client({ connectionString: url })
+    }
+  }
+  return undefined
+}
+
+/** The hints stream on a `LISTEN` connection to `url`, running for the scope. */
+const hintsOn = (
+  url: Redacted.Redacted,
+  prefix: string,
+  waiting: Listen.Waiting
+): Effect.Effect<Stream.Stream<Hint>, BackendError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const module = yield* loadDriver(backend, "pg", install, () => import(pgModule) as Promise<unknown>)
+    const makeClient = listenClientOf(module)
+    if (makeClient === undefined) {
+      return yield* Effect.fail(new BackendError({ backend, operation: "loadDriver", cause: "the pg module has no Client" }))
+    }
+    return yield* Listen.make(() => makeClient(Redacted.value(url)), channel(prefix), waiting)
+  })
+
+const urlOfClient = (sql: SqlClient.SqlClient): Redacted.Redacted | undefined => {
+  const config = "config" in sql ? sql.config : undefined
+  const url = typeof config === "object" && config !== null && "url" in config ? config.url : undefined
+  return Redacted.isRedacted(url) ? url as Redacted.Redacted : typeof url === "string" ? Redacted.make(url) : undefined
+}
+
+/**
+ * The backend on a PostgreSQL `SqlClient`: runs the migration (idempotent, serialised between
+ * processes), starts the `LISTEN` connection when a URL is known, for the scope.
+ */
+export const make = (
+  sql: SqlClient.SqlClient,
+  options: PgClientOptions = {}
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const prefix = yield* prefixOf(backend, options.tablePrefix)
+    const listenUrl = options.listenUrl === undefined
+      ? urlOfClient(sql)
+      : typeof options.listenUrl === "string"
+      ? Redacted.make(options.listenUrl)
+      : options.listenUrl
+    const waiting = yield* Listen.makeWaiting
+    const hints = listenUrl === undefined ? Stream.empty : yield* hintsOn(listenUrl, prefix, waiting)
+    return yield* SqlBackend.make(sql, { backend, prefix, hints, onRefused: waiting.add })
+  })
+
+const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(
+  Effect.map((module) => module.SqlClient)
+)
+
+/** Provides `LeaseBackend` on the `SqlClient` (a `PgClient`) in the context. */
+export const layerFromClient = (
+  options: PgClientOptions = {}
+): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError, SqlClient.SqlClient> =>
+  Layer.scoped(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => make(sql, options)))
+
+/** Provides `LeaseBackend` on a pool of its own to `options.url` (default `postgres://127.0.0.1:5432/postgres`). */
+export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const settings = yield* resolve(backend, options, defaultUrl)
+    const PgClient = yield* loadDriver(backend, "@effect/sql-pg", install, () => import("@effect/sql-pg/PgClient"))
+    const client = PgClient.layer({ url: settings.url, maxConnections: settings.maxConnections }).pipe(
+      Layer.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
+    )
+    return layerFromClient({ tablePrefix: settings.prefix, listenUrl: settings.url }).pipe(Layer.provide(client))
+  }))
+
+/** Provides `LeaseBackend` with options read from `config`. */
+export const layerConfig = (
+  config: Config.Config<SqlOptions>
+): Layer.Layer<LeaseBackend, ConfigError.ConfigError | BackendError | SimbaConfigError> =>
+  Layer.unwrapEffect(Effect.map(config, layer))
+
+/**
+ * Options from the environment: `SIMBA_PG_URL` (default `postgres://127.0.0.1:5432/postgres`),
+ * `SIMBA_PG_TABLE_PREFIX` (default `simba_`), `SIMBA_PG_MAX_CONNECTIONS` (default 10).
+ */
+export const config: Config.Config<SqlOptions> = Config.all({
+  url: Config.redacted("SIMBA_PG_URL").pipe(Config.withDefault(Redacted.make(defaultUrl))),
+  tablePrefix: Config.string("SIMBA_PG_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
+  maxConnections: Config.integer("SIMBA_PG_MAX_CONNECTIONS").pipe(Config.withDefault(10))
+})

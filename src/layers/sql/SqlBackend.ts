@@ -1,0 +1,274 @@
+/**
+ * The SQL backends' one implementation (PostgreSQL and MySQL/MariaDB), over an `@effect/sql`
+ * `SqlClient`, with dialect branches (`sql.onDialectOrElse`) where the databases differ: how a
+ * routine is called, how the migration is serialised, which errors are retried.
+ *
+ * Each SPI operation is **one round trip**: a call of the routine the migration installed for it
+ * (`migrations.ts`), which runs its own transaction and takes every decision about time with the
+ * database's clock, after taking its locks. A renewal reads the session's lease list only when its
+ * version differs from the one the client knows, so renewing 1,000 unchanged leases touches the
+ * session row, the session's memberships and nothing else.
+ *
+ * A routine that fails with a deadlock or a serialisation failure (PostgreSQL 40P01/40001,
+ * MySQL 1213/1205, and on MySQL the duplicate key of two first acquires of one name, 1062) was
+ * rolled back as a whole and is retried, at most `maxRetries` times.
+ *
+ * `@effect/sql` is an optional peer: this module imports its types only.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { randomBytes } from "node:crypto"
+import {
+  AcquireReply,
+  BackendError,
+  type GroupView,
+  type Hint,
+  type JoinReply,
+  KeepAliveReply,
+  type LeaseBackendService,
+  make as makeBackend,
+  type OpenedSession
+} from "../../LeaseBackend.js"
+import * as Migrations from "./migrations.js"
+
+/** The two databases, by the backend name used in errors, metrics and spans. */
+export type Backend = "postgres" | "mysql"
+
+/** How many times a routine that hit a deadlock or a serialisation failure is run again. */
+export const maxRetries = 5
+
+/** What `make` needs besides the client. */
+export interface Settings {
+  readonly backend: Backend
+  readonly prefix: string
+  /** Pushed hints (PostgreSQL `LISTEN`), or `Stream.empty`. */
+  readonly hints: Stream.Stream<Hint>
+  /** Called with each name an acquire was refused (a local candidate waits on it). */
+  readonly onRefused?: ((name: string) => Effect.Effect<void>) | undefined
+}
+
+const Pair = Schema.Tuple(Schema.String, Schema.String)
+/** A list, as JSON text (MySQL) or already parsed (`json` columns on PostgreSQL). */
+const listOf = <A, I>(item: Schema.Schema<A, I>) =>
+  Schema.optional(Schema.NullOr(Schema.Union(Schema.Array(item), Schema.parseJson(Schema.Array(item)))))
+
+/** The reply of every routine: one row, the fields its operation uses. */
+const Reply = Schema.Struct({
+  status: Schema.Literal("live", "expired", "granted", "held", "joined", "ok"),
+  token: Schema.optional(Schema.NullOr(Schema.String)),
+  remaining: Schema.optional(Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString))),
+  version: Schema.optional(Schema.NullOr(Schema.String)),
+  leases: listOf(Pair),
+  groups: listOf(Pair),
+  members: listOf(Schema.String)
+})
+type Reply = typeof Reply.Type
+const decodeReply = Schema.decodeUnknown(Reply)
+
+const tokenPattern = /^[1-9][0-9]{0,18}$/
+const versionPattern = /^(0|[1-9][0-9]{0,18})$/
+const sessionIdPattern = /^[0-9a-f]{32}$/
+
+const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+const tokenOf = (reply: Reply): Effect.Effect<bigint, string> =>
+  reply.token !== undefined && reply.token !== null && tokenPattern.test(reply.token)
+    ? Effect.succeed(BigInt(reply.token))
+    : Effect.fail(`the reply carries no valid token: ${JSON.stringify(reply.token)}`)
+
+/** Group views from the flat `[group, member]` pairs a renewal returns, sorted by group and member. */
+const groupViews = (pairs: ReadonlyArray<readonly [string, string]>): ReadonlyArray<GroupView> => {
+  const byGroup = new Map<string, Array<string>>()
+  for (const [group, member] of pairs) {
+    const members = byGroup.get(group)
+    if (members === undefined) byGroup.set(group, [member])
+    else members.push(member)
+  }
+  return [...byGroup.keys()].sort(byName).map((group) => ({ group, members: byGroup.get(group)!.sort(byName) }))
+}
+
+/** The error codes after which the whole routine was rolled back and may simply run again. */
+const retryable = (backend: Backend) => (error: unknown): boolean => {
+  const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
+  if (typeof cause !== "object" || cause === null) return false
+  if (backend === "postgres") return "code" in cause && (cause.code === "40001" || cause.code === "40P01")
+  return "errno" in cause && (cause.errno === 1213 || cause.errno === 1205 || cause.errno === 1062)
+}
+
+/** The first row of a routine's reply: `SELECT f() AS r` on PostgreSQL, the first result set of a `CALL` on MySQL. */
+const firstRow = (backend: Backend, rows: ReadonlyArray<unknown>): unknown => {
+  const first = rows[0]
+  if (backend === "postgres") return typeof first === "object" && first !== null && "r" in first ? first.r : first
+  // mysql2 answers a CALL with its result sets followed by a status header.
+  return Array.isArray(first) ? first[0] : first
+}
+
+/**
+ * Runs the migration: creates the tables and routines unless this version's are installed,
+ * serialised between processes starting at once (PostgreSQL `pg_advisory_xact_lock` in the
+ * migration's transaction; MySQL `GET_LOCK` on one reserved connection).
+ */
+export const migrate = (
+  sql: SqlClient.SqlClient,
+  backend: Backend,
+  prefix: string
+): Effect.Effect<void, unknown> =>
+  sql.onDialectOrElse({
+    pg: () => {
+      const schema = Migrations.postgres(prefix)
+      return sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe("SELECT pg_advisory_xact_lock(hashtext($1))", [`simba-migrate:${prefix}`])
+        const installed = yield* sql.unsafe<{ installed: boolean }>(
+          "SELECT to_regproc($1) IS NOT NULL AS installed",
+          [schema.marker]
+        )
+        if (installed[0]?.installed === true) return
+        for (const statement of schema.statements) yield* sql.unsafe(statement)
+      }))
+    },
+    mysql: () => {
+      const schema = Migrations.mysql(prefix)
+      const lock = `simba-migrate:${prefix}`
+      return Effect.scoped(Effect.gen(function*() {
+        const conn = yield* sql.reserve
+        const taken = yield* conn.executeValues("SELECT GET_LOCK(?, 60)", [lock])
+        if ((taken[0] as ReadonlyArray<unknown> | undefined)?.[0] !== 1) {
+          return yield* Effect.fail(`the migration lock ${lock} was not granted within 60 seconds`)
+        }
+        yield* Effect.gen(function*() {
+          const installed = yield* conn.executeValues(
+            "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?",
+            [schema.marker]
+          )
+          if (Number((installed[0] as ReadonlyArray<unknown> | undefined)?.[0]) > 0) return
+          for (const statement of schema.statements) {
+            const procedure = /^CREATE PROCEDURE (\S+)\(/.exec(statement)
+            // A migration that died half-way left some procedures: replace them (under the lock).
+            if (procedure !== null) yield* conn.executeUnprepared(`DROP PROCEDURE IF EXISTS ${procedure[1]}`, [], undefined)
+            yield* conn.executeUnprepared(statement, [], undefined)
+          }
+        }).pipe(Effect.ensuring(Effect.ignore(conn.executeValues("SELECT RELEASE_LOCK(?)", [lock]))))
+      }))
+    },
+    orElse: () => Effect.fail(`the ${backend} backend needs a PostgreSQL or MySQL/MariaDB SqlClient`)
+  })
+
+/**
+ * Builds the backend on `sql`: runs the migration, then answers every operation with one call of
+ * its routine. The client's transforms are not used (`withoutTransforms`), so an application's
+ * client with `transformResultNames` can be shared.
+ */
+export const make = (
+  client: SqlClient.SqlClient,
+  settings: Settings
+): Effect.Effect<LeaseBackendService, BackendError> =>
+  Effect.gen(function*() {
+    const { backend, prefix } = settings
+    const sql = client.withoutTransforms()
+    yield* migrate(sql, backend, prefix).pipe(
+      Effect.mapError((cause) => new BackendError({ backend, operation: "migrate", cause }))
+    )
+    const statementOf = sql.onDialectOrElse({
+      pg: () => (operation: string, arity: number) =>
+        `SELECT ${Migrations.routine(prefix, operation)}(${
+          Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")
+        }) AS r`,
+      orElse: () => (operation: string, arity: number) =>
+        `CALL ${Migrations.routine(prefix, operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
+    })
+    const isRetryable = retryable(backend)
+    const retryPolicy = Schedule.intersect(Schedule.recurs(maxRetries), Schedule.exponential(Duration.millis(2)))
+
+    /** One round trip: the routine of `operation` with `params`, retried after a deadlock; the decoded reply. */
+    const call = (operation: string, params: ReadonlyArray<unknown>): Effect.Effect<Reply, unknown> => {
+      const statement = statementOf(operation, params.length)
+      return sql.unsafe(statement, params).pipe(
+        Effect.retry({ schedule: retryPolicy, while: isRetryable }),
+        Effect.flatMap((rows) => decodeReply(firstRow(backend, rows)))
+      )
+    }
+    const remainingOf = (reply: Reply) => Duration.millis(Math.max(0, reply.remaining ?? 0))
+    const unexpected = (operation: string, reply: Reply) =>
+      Effect.fail(`unexpected reply to ${operation}: ${reply.status}`)
+
+    const openSession = (ttlMillis: number): Effect.Effect<OpenedSession, unknown> => {
+      const sessionId = randomBytes(16).toString("hex")
+      return Effect.flatMap(call("open", [sessionId, ttlMillis]), (reply) =>
+        reply.status === "live"
+          ? Effect.succeed({ sessionId, remaining: remainingOf(reply) })
+          : unexpected("openSession", reply))
+    }
+
+    const keepAlive = (sessionId: string, ttlMillis: number, known: string | undefined) =>
+      Effect.flatMap(
+        // A version this backend never gave (not a number) is no version: the list comes back.
+        call("keep_alive", [sessionId, ttlMillis, known !== undefined && versionPattern.test(known) ? known : null]),
+        (reply): Effect.Effect<KeepAliveReply, unknown> => {
+          if (reply.status === "expired") return Effect.succeed(KeepAliveReply.Expired())
+          if (reply.status !== "live" || reply.version === undefined || reply.version === null) {
+            return unexpected("keepAlive", reply)
+          }
+          const leases = reply.leases === undefined || reply.leases === null
+            ? undefined
+            : Either.getOrUndefined(Either.all(reply.leases.map(([name, token]) =>
+              tokenPattern.test(token) ? Either.right({ name, token: BigInt(token) }) : Either.left(token)
+            )))
+          if (leases === undefined && reply.leases !== undefined && reply.leases !== null) {
+            return Effect.fail("the renewal lists a lease without a valid token")
+          }
+          return Effect.succeed(KeepAliveReply.Live({
+            remaining: remainingOf(reply),
+            version: reply.version,
+            leases: leases === undefined ? undefined : [...leases].sort((a, b) => byName(a.name, b.name)),
+            groups: groupViews(reply.groups ?? [])
+          }))
+        }
+      )
+
+    const acquire = (sessionId: string, name: string) =>
+      Effect.flatMap(call("acquire", [sessionId, name]), (reply): Effect.Effect<AcquireReply, unknown> => {
+        switch (reply.status) {
+          case "expired":
+            return Effect.succeed(AcquireReply.Expired())
+          case "granted":
+            return Effect.map(tokenOf(reply), (token) => AcquireReply.Granted({ token }))
+          case "held":
+            return Effect.as(settings.onRefused?.(name) ?? Effect.void, AcquireReply.HeldBy({
+              token: reply.token !== undefined && reply.token !== null && tokenPattern.test(reply.token)
+                ? BigInt(reply.token)
+                : undefined,
+              remaining: reply.remaining === undefined || reply.remaining === null ? undefined : remainingOf(reply)
+            }))
+          default:
+            return unexpected("acquire", reply)
+        }
+      })
+
+    const join = (sessionId: string, group: string) =>
+      Effect.flatMap(call("join", [sessionId, group]), (reply): Effect.Effect<JoinReply, unknown> =>
+        reply.status === "joined"
+          ? Effect.succeed("Joined")
+          : reply.status === "expired"
+          ? Effect.succeed("Expired")
+          : unexpected("join", reply))
+
+    return makeBackend({
+      backend,
+      isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
+      openSession,
+      keepAlive,
+      closeSession: (sessionId) => Effect.asVoid(call("close", [sessionId])),
+      acquire,
+      release: (sessionId, name, token) => Effect.asVoid(call("release", [sessionId, name, token.toString()])),
+      join,
+      leave: (sessionId, group) => Effect.asVoid(call("leave", [sessionId, group])),
+      members: (group) =>
+        Effect.map(call("members", [group]), (reply) => [...(reply.members ?? [])].sort(byName)),
+      hints: settings.hints
+    })
+  })

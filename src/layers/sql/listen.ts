@@ -1,0 +1,94 @@
+/**
+ * PostgreSQL hints: the routines `pg_notify` one channel (`<prefix>hints`) in the transaction of the
+ * change, with `r:<lease>` for a release (and for each lease of a closed session) and `g:<group>`
+ * for a membership change. They are received on one dedicated connection of the raw `pg` driver
+ * (`@effect/sql-pg`'s own `listen` stops silently after a lost connection), which reconnects with a
+ * capped backoff. Notifications sent while it was disconnected are lost: after each (re)connection
+ * it emits a `Released` hint for every name an acquire of this backend was refused since the last
+ * connection (the names a local candidate may be waiting on), so no waiter sleeps through a release
+ * it missed.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as PubSub from "effect/PubSub"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { Hint } from "../../LeaseBackend.js"
+
+/** The part of a `pg` `Client` the listener uses. */
+export interface ListenClient {
+  connect(): Promise<unknown>
+  query(text: string): Promise<unknown>
+  end(): Promise<unknown>
+  on(event: "notification", listener: (message: { readonly channel: string; readonly payload?: string }) => void): unknown
+  on(event: "error", listener: (error: Error) => void): unknown
+  on(event: "end", listener: () => void): unknown
+}
+
+/** The hint a notification payload carries, or `undefined` for one this backend does not send. */
+export const decode = (payload: string | undefined): Hint | undefined => {
+  if (payload === undefined || payload.length < 3 || payload[1] !== ":") return undefined
+  const subject = payload.slice(2)
+  return payload[0] === "r" ? Hint.Released({ name: subject }) : payload[0] === "g" ? Hint.GroupChanged({ group: subject }) : undefined
+}
+
+/** Names refused to local candidates since the listener last (re)connected. */
+export interface Waiting {
+  readonly add: (name: string) => Effect.Effect<void>
+  readonly drain: Effect.Effect<ReadonlyArray<string>>
+}
+
+/** At most this many names are remembered between connections (the others wait for their retry). */
+const maxWaiting = 10_000
+
+export const makeWaiting: Effect.Effect<Waiting> = Effect.map(
+  Ref.make<ReadonlySet<string>>(new Set()),
+  (ref) => ({
+    add: (name) =>
+      Ref.update(ref, (names) => names.has(name) || names.size >= maxWaiting ? names : new Set(names).add(name)),
+    drain: Effect.map(Ref.getAndSet(ref, new Set()), (names) => [...names])
+  })
+)
+
+/**
+ * Starts the listener in the scope and returns the hints stream. `connect` makes a new, unconnected
+ * client each time.
+ */
+export const make = (
+  connect: () => ListenClient,
+  channel: string,
+  waiting: Waiting,
+  reconnectAfter: Duration.DurationInput = "100 millis"
+): Effect.Effect<Stream.Stream<Hint>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const hints = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
+    const connection = Stream.asyncScoped<Hint, unknown>((emit) =>
+      Effect.gen(function*() {
+        const client = yield* Effect.acquireRelease(
+          Effect.sync(connect),
+          (client) => Effect.promise(() => client.end().catch(() => undefined))
+        )
+        client.on("notification", (message) => {
+          const hint = message.channel === channel ? decode(message.payload) : undefined
+          if (hint !== undefined) void emit.single(hint)
+        })
+        client.on("error", (error) => void emit.fail(error))
+        client.on("end", () => void emit.fail(new Error("the LISTEN connection ended")))
+        yield* Effect.tryPromise(() => client.connect())
+        yield* Effect.tryPromise(() => client.query(`LISTEN "${channel}"`))
+        for (const name of yield* waiting.drain) void emit.single(Hint.Released({ name }))
+      })
+    )
+    const backoff = Schedule.union(
+      Schedule.exponential(Duration.decode(reconnectAfter)),
+      Schedule.spaced(Duration.seconds(5))
+    )
+    yield* connection.pipe(
+      Stream.retry(backoff),
+      Stream.runForEach((hint) => PubSub.publish(hints, hint)),
+      Effect.forkScoped
+    )
+    return Stream.fromPubSub(hints)
+  })

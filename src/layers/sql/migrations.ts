@@ -1,0 +1,381 @@
+/**
+ * The schema of the SQL backends, per dialect: three tables and one routine per SPI operation, so
+ * every operation is one round trip (`SELECT <prefix>v1_acquire($1, $2)` on PostgreSQL, `CALL
+ * <prefix>v1_acquire(?, ?)` on MySQL/MariaDB) whatever the number of leases, with every decision
+ * about time taken by the database inside the routine.
+ *
+ * Tables (`<prefix>` is `simba_` by default):
+ * - `<prefix>session (id, expires_at, version)`: one row per open session; `version` is bumped in
+ *   the same transaction as every change of the session's lease set, so a renewal naming the
+ *   current version sends no lease list back. Closed sessions are deleted; expired ones are swept
+ *   (a few per `openSession`) since an expired session is never revived.
+ * - `<prefix>lease (name, session_id, token, acquired_at)`: never deleted (a release only clears
+ *   `session_id`), so the token of a name only rises. A lease is free when `session_id` is null or
+ *   names a session that is gone or expired.
+ * - `<prefix>member (group_name, session_id)`: group memberships.
+ *
+ * Locking (READ COMMITTED): lease rows before session rows; the requester's and the holder's
+ * session rows in id order (requester `FOR UPDATE`, since a grant bumps its version; holder
+ * `FOR SHARE`, serialised with its renewal, which locks it `FOR UPDATE`). The database clock is read
+ * *after* the locks are taken (`clock_timestamp()`; `UTC_TIMESTAMP(6)` in its own statement of the
+ * procedure, evaluated when that statement runs), so a takeover and the holder's renewal agree on
+ * whether the holder had expired.
+ *
+ * The routines carry the schema version in their names (`v1`): a later version installs new ones
+ * beside these, so processes of both versions can run during a rolling upgrade.
+ */
+
+/** What the migration creates for a table prefix. */
+export interface Schema {
+  /** Statements run in order by `migrate`, each one round trip. */
+  readonly statements: ReadonlyArray<string>
+  /** A routine whose presence means the whole schema of this version is installed. */
+  readonly marker: string
+}
+
+/** The default table prefix. */
+export const defaultPrefix = "simba_"
+
+/** Table prefixes the backends accept: they are spliced into SQL text, so only these characters. */
+export const prefixPattern = /^[a-z][a-z0-9_]{0,29}$/
+
+/** The PostgreSQL `NOTIFY` channel the routines publish hints on. */
+export const channel = (prefix: string): string => `${prefix}hints`
+
+/** Name of the routine of one operation. */
+export const routine = (prefix: string, operation: string): string => `${prefix}v1_${operation}`
+
+/** PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value. */
+export const postgres = (prefix: string): Schema => {
+  const session = `${prefix}session`
+  const lease = `${prefix}lease`
+  const member = `${prefix}member`
+  const fn = (operation: string) => routine(prefix, operation)
+  const notify = (payload: string) => `PERFORM pg_notify('${channel(prefix)}', ${payload});`
+  const ms = (millis: string) => `${millis} * interval '1 millisecond'`
+  return {
+    marker: fn("members"),
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${session} (
+  id varchar(32) PRIMARY KEY,
+  expires_at timestamptz NOT NULL,
+  version bigint NOT NULL DEFAULT 0
+)`,
+      `CREATE INDEX IF NOT EXISTS ${session}_expires ON ${session} (expires_at)`,
+      `CREATE TABLE IF NOT EXISTS ${lease} (
+  name varchar(128) PRIMARY KEY,
+  session_id varchar(32),
+  token bigint NOT NULL DEFAULT 0,
+  acquired_at timestamptz
+)`,
+      `CREATE INDEX IF NOT EXISTS ${lease}_session ON ${lease} (session_id)`,
+      `CREATE TABLE IF NOT EXISTS ${member} (
+  group_name varchar(128) NOT NULL,
+  session_id varchar(32) NOT NULL,
+  PRIMARY KEY (group_name, session_id)
+)`,
+      `CREATE INDEX IF NOT EXISTS ${member}_session ON ${member} (session_id)`,
+      `CREATE OR REPLACE FUNCTION ${fn("open")}(p_sid varchar, p_ttl bigint) RETURNS json LANGUAGE plpgsql AS $f$
+BEGIN
+  -- Sweep a few expired sessions (clients that died without closing): rows and memberships only;
+  -- their leases are free already, since their holder is gone.
+  WITH dead AS (
+    SELECT id FROM ${session} WHERE expires_at < clock_timestamp() ORDER BY expires_at LIMIT 16 FOR UPDATE SKIP LOCKED
+  ), gone AS (
+    DELETE FROM ${member} m USING dead WHERE m.session_id = dead.id
+  )
+  DELETE FROM ${session} s USING dead WHERE s.id = dead.id;
+  INSERT INTO ${session} (id, expires_at) VALUES (p_sid, clock_timestamp() + ${ms("p_ttl")});
+  RETURN json_build_object('status', 'live', 'remaining', p_ttl);
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("keep_alive")}(p_sid varchar, p_ttl bigint, p_known bigint) RETURNS json LANGUAGE plpgsql AS $f$
+DECLARE
+  v_now timestamptz;
+  v_expires timestamptz;
+  v_version bigint;
+BEGIN
+  SELECT expires_at, version INTO v_expires, v_version FROM ${session} WHERE id = p_sid FOR UPDATE;
+  v_now := clock_timestamp();
+  IF v_expires IS NULL OR v_expires <= v_now THEN
+    RETURN json_build_object('status', 'expired');
+  END IF;
+  UPDATE ${session} SET expires_at = v_now + ${ms("p_ttl")} WHERE id = p_sid;
+  RETURN json_build_object(
+    'status', 'live',
+    'remaining', p_ttl,
+    'version', v_version::text,
+    'leases', CASE WHEN p_known IS NOT NULL AND p_known = v_version THEN NULL ELSE (
+      SELECT coalesce(json_agg(json_build_array(l.name, l.token::text)), '[]'::json)
+      FROM ${lease} l WHERE l.session_id = p_sid
+    ) END,
+    'groups', (
+      SELECT coalesce(json_agg(json_build_array(m.group_name, m.session_id)), '[]'::json)
+      FROM ${member} g
+      JOIN ${member} m ON m.group_name = g.group_name
+      JOIN ${session} s ON s.id = m.session_id
+      WHERE g.session_id = p_sid AND s.expires_at > v_now
+    )
+  );
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("close")}(p_sid varchar) RETURNS json LANGUAGE plpgsql AS $f$
+DECLARE
+  v_name varchar;
+BEGIN
+  PERFORM 1 FROM ${lease} WHERE session_id = p_sid ORDER BY name FOR UPDATE;
+  DELETE FROM ${session} WHERE id = p_sid;
+  FOR v_name IN UPDATE ${lease} SET session_id = NULL WHERE session_id = p_sid RETURNING name LOOP
+    ${notify("'r:' || v_name")}
+  END LOOP;
+  FOR v_name IN DELETE FROM ${member} WHERE session_id = p_sid RETURNING group_name LOOP
+    ${notify("'g:' || v_name")}
+  END LOOP;
+  RETURN json_build_object('status', 'ok');
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar) RETURNS json LANGUAGE plpgsql AS $f$
+DECLARE
+  v_now timestamptz;
+  v_holder varchar;
+  v_token bigint;
+  v_own timestamptz;
+  v_held timestamptz;
+BEGIN
+  INSERT INTO ${lease} (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING;
+  SELECT session_id, token INTO v_holder, v_token FROM ${lease} WHERE name = p_name FOR UPDATE;
+  IF v_holder IS NULL OR v_holder = p_sid THEN
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+  ELSIF p_sid < v_holder THEN
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+    SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder FOR SHARE;
+  ELSE
+    SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder FOR SHARE;
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+  END IF;
+  v_now := clock_timestamp();
+  IF v_own IS NULL OR v_own <= v_now THEN
+    RETURN json_build_object('status', 'expired');
+  END IF;
+  IF v_holder = p_sid THEN
+    RETURN json_build_object('status', 'granted', 'token', v_token::text);
+  END IF;
+  IF v_held > v_now THEN
+    RETURN json_build_object('status', 'held', 'token', v_token::text,
+      'remaining', floor(extract(epoch FROM v_held - v_now) * 1000));
+  END IF;
+  UPDATE ${lease} SET session_id = p_sid, token = v_token + 1, acquired_at = v_now WHERE name = p_name;
+  UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+  RETURN json_build_object('status', 'granted', 'token', (v_token + 1)::text);
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint) RETURNS json LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  IF FOUND THEN
+    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+    ${notify("'r:' || p_name")}
+  END IF;
+  RETURN json_build_object('status', 'ok');
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("join")}(p_sid varchar, p_group varchar) RETURNS json LANGUAGE plpgsql AS $f$
+DECLARE
+  v_expires timestamptz;
+BEGIN
+  SELECT expires_at INTO v_expires FROM ${session} WHERE id = p_sid FOR SHARE;
+  IF v_expires IS NULL OR v_expires <= clock_timestamp() THEN
+    RETURN json_build_object('status', 'expired');
+  END IF;
+  INSERT INTO ${member} (group_name, session_id) VALUES (p_group, p_sid) ON CONFLICT DO NOTHING;
+  IF FOUND THEN
+    ${notify("'g:' || p_group")}
+  END IF;
+  RETURN json_build_object('status', 'joined');
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("leave")}(p_sid varchar, p_group varchar) RETURNS json LANGUAGE plpgsql AS $f$
+BEGIN
+  DELETE FROM ${member} WHERE group_name = p_group AND session_id = p_sid;
+  IF FOUND THEN
+    ${notify("'g:' || p_group")}
+  END IF;
+  RETURN json_build_object('status', 'ok');
+END $f$`,
+      `CREATE OR REPLACE FUNCTION ${fn("members")}(p_group varchar) RETURNS json LANGUAGE plpgsql AS $f$
+BEGIN
+  RETURN json_build_object('status', 'ok', 'members', (
+    SELECT coalesce(json_agg(m.session_id), '[]'::json)
+    FROM ${member} m JOIN ${session} s ON s.id = m.session_id
+    WHERE m.group_name = p_group AND s.expires_at > clock_timestamp()
+  ));
+END $f$`
+    ]
+  }
+}
+
+/**
+ * MySQL 8 / MariaDB 10.5+: tables (InnoDB, ids and names `ascii_bin`: case-sensitive, one byte per
+ * character), then one procedure per operation. Each procedure runs its own READ COMMITTED
+ * transaction (so it must not be called inside one), rolls back and re-raises on any error, and ends
+ * with one `SELECT` of its reply (lists as JSON text). Times are `DATETIME(6)` in UTC.
+ */
+export const mysql = (prefix: string): Schema => {
+  const session = `${prefix}session`
+  const lease = `${prefix}lease`
+  const member = `${prefix}member`
+  const fn = (operation: string) => routine(prefix, operation)
+  const id = "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin"
+  const name = "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin"
+  const begin = `DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;`
+  return {
+    marker: fn("members"),
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${session} (
+  id ${id} NOT NULL PRIMARY KEY,
+  expires_at DATETIME(6) NOT NULL,
+  version BIGINT NOT NULL DEFAULT 0,
+  KEY ${session}_expires (expires_at)
+) ENGINE=InnoDB`,
+      `CREATE TABLE IF NOT EXISTS ${lease} (
+  name ${name} NOT NULL PRIMARY KEY,
+  session_id ${id} NULL,
+  token BIGINT NOT NULL DEFAULT 0,
+  acquired_at DATETIME(6) NULL,
+  KEY ${lease}_session (session_id)
+) ENGINE=InnoDB`,
+      `CREATE TABLE IF NOT EXISTS ${member} (
+  group_name ${name} NOT NULL,
+  session_id ${id} NOT NULL,
+  PRIMARY KEY (group_name, session_id),
+  KEY ${member}_session (session_id)
+) ENGINE=InnoDB`,
+      `CREATE PROCEDURE ${fn("open")}(IN p_sid ${id}, IN p_ttl BIGINT)
+BEGIN
+  ${begin}
+  -- Sweep a few expired sessions (clients that died without closing); their leases are free already.
+  DELETE m FROM ${member} m JOIN (
+    SELECT id FROM ${session} WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT 16
+  ) dead ON m.session_id = dead.id;
+  DELETE FROM ${session} WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT 16;
+  INSERT INTO ${session} (id, expires_at) VALUES (p_sid, UTC_TIMESTAMP(6) + INTERVAL p_ttl * 1000 MICROSECOND);
+  COMMIT;
+  SELECT 'live' AS status, p_ttl AS remaining;
+END`,
+      `CREATE PROCEDURE ${fn("keep_alive")}(IN p_sid ${id}, IN p_ttl BIGINT, IN p_known BIGINT)
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_expires DATETIME(6) DEFAULT NULL;
+  DECLARE v_version BIGINT DEFAULT NULL;
+  DECLARE v_leases LONGTEXT DEFAULT NULL;
+  DECLARE v_groups LONGTEXT DEFAULT NULL;
+  ${begin}
+  SELECT expires_at, version INTO v_expires, v_version FROM ${session} WHERE id = p_sid FOR UPDATE;
+  SET v_now = UTC_TIMESTAMP(6);
+  IF v_expires IS NULL OR v_expires <= v_now THEN
+    COMMIT;
+    SELECT 'expired' AS status;
+  ELSE
+    UPDATE ${session} SET expires_at = v_now + INTERVAL p_ttl * 1000 MICROSECOND WHERE id = p_sid;
+    IF p_known IS NULL OR p_known <> v_version THEN
+      SELECT COALESCE(JSON_ARRAYAGG(JSON_ARRAY(name, CAST(token AS CHAR))), '[]') INTO v_leases
+      FROM ${lease} WHERE session_id = p_sid;
+    END IF;
+    SELECT COALESCE(JSON_ARRAYAGG(JSON_ARRAY(m.group_name, m.session_id)), '[]') INTO v_groups
+    FROM ${member} g
+    JOIN ${member} m ON m.group_name = g.group_name
+    JOIN ${session} s ON s.id = m.session_id
+    WHERE g.session_id = p_sid AND s.expires_at > v_now;
+    COMMIT;
+    SELECT 'live' AS status, p_ttl AS remaining, CAST(v_version AS CHAR) AS version, v_leases AS leases,
+      v_groups AS \`groups\`;
+  END IF;
+END`,
+      `CREATE PROCEDURE ${fn("close")}(IN p_sid ${id})
+BEGIN
+  ${begin}
+  -- Leases before the session row (the lock order of every procedure). A grant committed between
+  -- the two leaves its lease naming a deleted session, which is free (its holder is gone).
+  UPDATE ${lease} SET session_id = NULL WHERE session_id = p_sid;
+  DELETE FROM ${session} WHERE id = p_sid;
+  DELETE FROM ${member} WHERE session_id = p_sid;
+  COMMIT;
+  SELECT 'ok' AS status;
+END`,
+      `CREATE PROCEDURE ${fn("acquire")}(IN p_sid ${id}, IN p_name ${name})
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_holder ${id} DEFAULT NULL;
+  DECLARE v_token BIGINT DEFAULT 0;
+  DECLARE v_own DATETIME(6) DEFAULT NULL;
+  DECLARE v_held DATETIME(6) DEFAULT NULL;
+  ${begin}
+  SELECT 1, session_id, token INTO v_found, v_holder, v_token FROM ${lease} WHERE name = p_name FOR UPDATE;
+  IF v_found = 0 THEN
+    -- A concurrent first acquire of the name makes this fail with a duplicate key (1062): retried.
+    INSERT INTO ${lease} (name, token) VALUES (p_name, 0);
+  END IF;
+  IF v_holder IS NULL OR v_holder = p_sid THEN
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+  ELSEIF p_sid < v_holder THEN
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+    SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
+  ELSE
+    SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+  END IF;
+  SET v_now = UTC_TIMESTAMP(6);
+  IF v_own IS NULL OR v_own <= v_now THEN
+    COMMIT;
+    SELECT 'expired' AS status;
+  ELSEIF v_holder = p_sid THEN
+    COMMIT;
+    SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
+  ELSEIF v_held > v_now THEN
+    COMMIT;
+    SELECT 'held' AS status, CAST(v_token AS CHAR) AS token, TIMESTAMPDIFF(MICROSECOND, v_now, v_held) DIV 1000 AS remaining;
+  ELSE
+    -- The token first: MySQL evaluates SET left to right.
+    UPDATE ${lease} SET token = v_token + 1, session_id = p_sid, acquired_at = v_now WHERE name = p_name;
+    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+    COMMIT;
+    SELECT 'granted' AS status, CAST(v_token + 1 AS CHAR) AS token;
+  END IF;
+END`,
+      `CREATE PROCEDURE ${fn("release")}(IN p_sid ${id}, IN p_name ${name}, IN p_token BIGINT)
+BEGIN
+  ${begin}
+  UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  IF ROW_COUNT() > 0 THEN
+    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+  END IF;
+  COMMIT;
+  SELECT 'ok' AS status;
+END`,
+      `CREATE PROCEDURE ${fn("join")}(IN p_sid ${id}, IN p_group ${name})
+BEGIN
+  DECLARE v_expires DATETIME(6) DEFAULT NULL;
+  ${begin}
+  SELECT expires_at INTO v_expires FROM ${session} WHERE id = p_sid LOCK IN SHARE MODE;
+  IF v_expires IS NULL OR v_expires <= UTC_TIMESTAMP(6) THEN
+    COMMIT;
+    SELECT 'expired' AS status;
+  ELSE
+    INSERT IGNORE INTO ${member} (group_name, session_id) VALUES (p_group, p_sid);
+    COMMIT;
+    SELECT 'joined' AS status;
+  END IF;
+END`,
+      `CREATE PROCEDURE ${fn("leave")}(IN p_sid ${id}, IN p_group ${name})
+BEGIN
+  ${begin}
+  DELETE FROM ${member} WHERE group_name = p_group AND session_id = p_sid;
+  COMMIT;
+  SELECT 'ok' AS status;
+END`,
+      `CREATE PROCEDURE ${fn("members")}(IN p_group ${name})
+BEGIN
+  SELECT 'ok' AS status, COALESCE(JSON_ARRAYAGG(m.session_id), '[]') AS members
+  FROM ${member} m JOIN ${session} s ON s.id = m.session_id
+  WHERE m.group_name = p_group AND s.expires_at > UTC_TIMESTAMP(6);
+END`
+    ]
+  }
+}
