@@ -1,0 +1,187 @@
+/**
+ * Three Node processes (examples/zookeeper-leader.ts on SimbaZookeeperLive) elect one leader on the
+ * standalone ZooKeeper, each in its own process group (signalled as a group, only these pids):
+ *
+ * - `kill -9` of the leader: its session expires on the server (at most T + tickTime after its last
+ *   ping, T the negotiated session timeout), the watch fires, one new leader, with a larger token;
+ * - SIGSTOP of the new leader past the session timeout: the server expires it and the third process
+ *   leads; on SIGCONT the paused process finds its term ended (its local deadline passed long ago)
+ *   and competes again on a new session;
+ * - SIGTERM of the leader: the lease node is deleted and the waiting process leads within a round
+ *   trip or two (the watch), long before any expiry;
+ * - the fenced register (a ZooKeeper node updated by compare-and-set) never accepts a token below one
+ *   it accepted before, and each token is one process's.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { fileURLToPath } from "node:url"
+import ZooKeeper from "zookeeper"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+/** leaseDuration = the session timeout asked for; the server grants it as asked (within [1 s, 60 s]). */
+const leaseDuration = 2400
+const tickTime = 500
+/**
+ * A crashed or paused holder's node goes at most T + tickTime after its last ping (the server expires
+ * sessions in tickTime buckets); the watch then takes a round trip. Slack for a loaded 2-core machine
+ * (event-loop stalls of the surviving processes, stdout piping): 1 s.
+ */
+const expiryBound = leaseDuration + tickTime + 1000
+
+interface Line {
+  readonly at: number
+  readonly pid: number
+  readonly words: ReadonlyArray<string>
+}
+
+const suffix = randomBytes(6).toString("hex")
+const name = `mp-${suffix}`
+const fence = `/simba-test-fence/mp-${suffix}`
+const lines: Array<Line> = []
+const children: Array<ChildProcess> = []
+
+const start = (): ChildProcess => {
+  const child = spawn(process.execPath, ["--conditions=simba-source", "--import", "tsx", "examples/zookeeper-leader.ts"], {
+    cwd: root,
+    // Its own process group: signals go to the group, and nothing else of this machine is touched.
+    detached: true,
+    env: {
+      ...process.env,
+      LEADER_NAME: name,
+      FENCE_NODE: fence,
+      WRITE_EVERY_MS: "20",
+      SIMBA_LEASE_DURATION: String(leaseDuration),
+      SIMBA_ZK_CONNECT: "127.0.0.1:2181",
+      SIMBA_ZK_ROOT: "/simba-test"
+    },
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  let buffer = ""
+  child.stdout!.on("data", (chunk: Buffer) => {
+    buffer += chunk.toString()
+    let newline = buffer.indexOf("\n")
+    while (newline >= 0) {
+      const text = buffer.slice(0, newline).trim()
+      buffer = buffer.slice(newline + 1)
+      if (text.length > 0) lines.push({ at: performance.now(), pid: child.pid!, words: text.split(" ") })
+      newline = buffer.indexOf("\n")
+    }
+  })
+  children.push(child)
+  return child
+}
+
+const signal = (child: ChildProcess, sig: NodeJS.Signals) => process.kill(-child.pid!, sig)
+
+const waitFor = async (what: string, predicate: () => boolean, timeoutMs: number) => {
+  const until = performance.now() + timeoutMs
+  while (!predicate()) {
+    if (performance.now() > until) throw new Error(`timed out waiting for ${what}; lines: ${JSON.stringify(lines.slice(-20))}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const elected = () => lines.filter((l) => l.words[0] === "ELECTED")
+const alive = () => children.filter((c) => c.exitCode === null && c.signalCode === null)
+const byPid = (pid: number) => children.find((c) => c.pid === pid)!
+
+afterAll(async () => {
+  for (const child of alive()) {
+    try {
+      signal(child, "SIGCONT")
+      signal(child, "SIGKILL")
+    } catch {
+      // already gone
+    }
+  }
+  const zk = new ZooKeeper({ connect: "127.0.0.1:2181", timeout: 5000 })
+  await new Promise<void>((resolve) => {
+    zk.once("connect", () => resolve())
+    zk.init({})
+  })
+  await zk.delete_(fence, -1).catch(() => undefined)
+  zk.close()
+})
+
+describe("three processes on ZooKeeper", () => {
+  it("kill -9, SIGSTOP past the session timeout, SIGTERM: one leader at a time, the fenced register never goes back", async () => {
+    for (let i = 0; i < 3; i++) start()
+    await waitFor("three processes ready", () => lines.filter((l) => l.words[0] === "READY").length === 3, 60_000)
+    await waitFor("a leader", () => elected().length >= 1, 10_000)
+    await sleep(1500)
+    expect(elected()).toHaveLength(1)
+    const first = elected()[0]!
+
+    // Crash: no goodbye; the server expires its session, the others' watch fires.
+    const killedAt = performance.now()
+    signal(byPid(first.pid), "SIGKILL")
+    await waitFor("a second leader", () => elected().length >= 2, expiryBound + 5000)
+    const second = elected()[1]!
+    const failover = second.at - killedAt
+    expect(second.pid).not.toBe(first.pid)
+    expect(failover).toBeLessThanOrEqual(expiryBound)
+    expect(BigInt(second.words[1]!)).toBeGreaterThan(BigInt(first.words[1]!))
+    await sleep(500)
+    expect(elected()).toHaveLength(2)
+
+    // Pause past the session timeout: the server expires it; the third process leads.
+    const pausedAt = performance.now()
+    signal(byPid(second.pid), "SIGSTOP")
+    await waitFor("a third leader", () => elected().length >= 3, expiryBound + 5000)
+    const third = elected()[2]!
+    const takeover = third.at - pausedAt
+    expect(third.pid).not.toBe(second.pid)
+    expect(third.pid).not.toBe(first.pid)
+    expect(takeover).toBeLessThanOrEqual(expiryBound)
+    expect(BigInt(third.words[1]!)).toBeGreaterThan(BigInt(second.words[1]!))
+    await sleep(Math.max(0, leaseDuration + 1500 - (performance.now() - pausedAt)))
+    signal(byPid(second.pid), "SIGCONT")
+    // The woken process ends its term (revoked) and competes again on a new session.
+    await waitFor("the paused leader's revocation", () =>
+      lines.some((l) => l.words[0] === "REVOKED" && l.pid === second.pid), 10_000)
+    // Its renewal finds the session expired and it opens a new one: give it a session timeout.
+    await sleep(leaseDuration)
+    expect(elected()).toHaveLength(3)
+
+    // Graceful stop: the lease node is deleted, the woken process's watch fires.
+    const stoppedAt = performance.now()
+    signal(byPid(third.pid), "SIGTERM")
+    await waitFor("a fourth leader", () => elected().length >= 4, 10_000)
+    const fourth = elected()[3]!
+    const handover = fourth.at - stoppedAt
+    expect(fourth.pid).toBe(second.pid)
+    expect(handover).toBeLessThan(leaseDuration / 2)
+    expect(BigInt(fourth.words[1]!)).toBeGreaterThan(BigInt(third.words[1]!))
+    const revokedThird = lines.find((l) => l.words[0] === "REVOKED" && l.pid === third.pid)
+    expect(revokedThird).toBeDefined()
+    expect(revokedThird!.at).toBeLessThanOrEqual(fourth.at)
+    await sleep(300)
+    for (const child of alive()) signal(child, "SIGKILL")
+
+    // The fenced register: accepted writes in the order ZooKeeper applied them (node versions)
+    // carry tokens that never go down, and each token is one process's.
+    const writes = lines.filter((l) => l.words[0] === "WRITE")
+    const accepted = writes.filter((l) => l.words[2] === "accepted")
+      .map((l) => ({ token: BigInt(l.words[1]!), version: Number(l.words[3]), pid: l.pid }))
+      .sort((a, b) => a.version - b.version)
+    expect(accepted.length).toBeGreaterThan(10)
+    expect(new Set(accepted.map((w) => w.version)).size).toBe(accepted.length)
+    const owner = new Map<bigint, number>()
+    let previous = 0n
+    for (const write of accepted) {
+      expect(write.token).toBeGreaterThanOrEqual(previous)
+      previous = write.token
+      expect(owner.get(write.token) ?? write.pid).toBe(write.pid)
+      owner.set(write.token, write.pid)
+    }
+    expect(new Set(accepted.map((w) => w.token)).size).toBe(4)
+    // Only the paused process may have had a write in flight when it was stopped: the register refused it.
+    expect(writes.filter((l) => l.words[2] === "rejected" && l.pid !== second.pid)).toEqual([])
+    console.log(
+      `zookeeper multi-process: failover after kill -9 ${failover.toFixed(0)} ms, after SIGSTOP ${takeover.toFixed(0)} ms ` +
+        `(bound ${expiryBound} ms), graceful handover ${handover.toFixed(1)} ms, ${accepted.length} fenced writes`
+    )
+  }, 120_000)
+})
