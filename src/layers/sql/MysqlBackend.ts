@@ -26,6 +26,7 @@ import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import type { SimbaConfigError } from "../../Errors.js"
 import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
+import * as Simba from "../../Simba.js"
 import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 
@@ -87,3 +88,9 @@ export const config: Config.Config<SqlOptions> = Config.all({
   tablePrefix: Config.string("SIMBA_MYSQL_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
   maxConnections: Config.integer("SIMBA_MYSQL_MAX_CONNECTIONS").pipe(Config.withDefault(10))
 })
+
+/**
+ * `Simba` on MySQL/MariaDB: `SIMBA_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`), `SIMBA_MYSQL_TABLE_PREFIX`,
+ * `SIMBA_MYSQL_MAX_CONNECTIONS`, plus the `SIMBA_*` timing settings. The driver is loaded when the layer is built.
+ */
+export const SimbaMysqlLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

@@ -22,6 +22,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { SimbaConfigError } from "../../Errors.js"
 import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
+import * as Simba from "../../Simba.js"
 import * as Listen from "./listen.js"
 import { channel } from "./migrations.js"
 import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
@@ -135,3 +136,9 @@ export const config: Config.Config<SqlOptions> = Config.all({
   tablePrefix: Config.string("SIMBA_PG_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
   maxConnections: Config.integer("SIMBA_PG_MAX_CONNECTIONS").pipe(Config.withDefault(10))
 })
+
+/**
+ * `Simba` on PostgreSQL: `SIMBA_PG_URL` (default `postgres://127.0.0.1:5432/postgres`), `SIMBA_PG_TABLE_PREFIX`,
+ * `SIMBA_PG_MAX_CONNECTIONS`, plus the `SIMBA_*` timing settings. The driver is loaded when the layer is built.
+ */
+export const SimbaPgLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

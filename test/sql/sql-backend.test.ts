@@ -1,0 +1,189 @@
+/**
+ * The SQL backends against the real databases, beyond the TCK: option checks, migrations run by
+ * several starters at once, tokens above 2^53 read exactly, renewals that do not list an unchanged
+ * lease set, and (PostgreSQL) hints that resume after the `LISTEN` connection is terminated.
+ * Each case uses its own table prefix or unique names, so runs and parallel files never collide.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import { randomBytes } from "node:crypto"
+import { type AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import * as MysqlBackend from "../../src/layers/sql/MysqlBackend.js"
+import * as PgBackend from "../../src/layers/sql/PgBackend.js"
+import { mysqlUrl, pgUrl } from "./SqlServers.js"
+
+const ttl = Duration.millis(1500)
+
+const granted = (reply: AcquireReply): bigint => {
+  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
+  return reply.token
+}
+const live = (reply: KeepAliveReply) => {
+  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
+  return reply
+}
+const unique = (label: string) => `sql-test.${randomBytes(8).toString("hex")}.${label}`
+
+const pgClient = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
+const mysqlClient = MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 2 })
+
+const dialects = [
+  {
+    label: "postgres",
+    prefix: "simba_t_pgx_",
+    layer: (tablePrefix: string) => PgBackend.layer({ url: pgUrl, tablePrefix }),
+    raw: pgClient,
+    dropAll: (prefix: string) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient
+        const functions = yield* sql.unsafe<{ signature: string }>(
+          "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p WHERE p.proname LIKE $1",
+          [`${prefix}v1\\_%`]
+        )
+        for (const { signature } of functions) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature}`)
+        yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`)
+      })
+  },
+  {
+    label: "mysql",
+    prefix: "simba_t_myx_",
+    layer: (tablePrefix: string) => MysqlBackend.layer({ url: mysqlUrl, tablePrefix }),
+    raw: mysqlClient,
+    dropAll: (prefix: string) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient
+        for (const operation of ["open", "keep_alive", "close", "acquire", "release", "join", "leave", "members"]) {
+          yield* sql.unsafe(`DROP PROCEDURE IF EXISTS ${prefix}v1_${operation}`).unprepared
+        }
+        yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`).unprepared
+      })
+  }
+] as const
+
+for (const dialect of dialects) {
+  describe(`SQL backend (${dialect.label})`, () => {
+    it.effect("invalid options fail with SimbaConfigError naming the option, before any connection", () =>
+      Effect.gen(function*() {
+        const layerOf = dialect.label === "postgres" ? PgBackend.layer : MysqlBackend.layer
+        const cases = [
+          [{ tablePrefix: "Simba-" }, "tablePrefix"],
+          [{ tablePrefix: "" }, "tablePrefix"],
+          [{ url: "not a url" }, "url"],
+          [{ url: "redis://127.0.0.1:6379" }, "url"],
+          [{ maxConnections: 0 }, "maxConnections"]
+        ] as const
+        for (const [options, option] of cases) {
+          const error = yield* Effect.flip(Effect.scoped(Layer.build(layerOf(options))))
+          expect(error._tag).toBe("SimbaConfigError")
+          if (error._tag === "SimbaConfigError") expect(error.field).toBe(`${dialect.label}.${option}`)
+        }
+      }))
+
+    it.live("migrations started by four processes at once on an empty database all succeed", () =>
+      Effect.gen(function*() {
+        const prefix = `simba_t_mig${randomBytes(4).toString("hex")}_`
+        const starter = Effect.gen(function*() {
+          const b = yield* LeaseBackend
+          const sessionId = (yield* b.openSession(ttl)).sessionId
+          const name = unique("lease")
+          expect(granted(yield* b.acquire(sessionId, name))).toBe(1n)
+          yield* b.closeSession(sessionId)
+        }).pipe(Effect.provide(dialect.layer(prefix)), Effect.scoped)
+        yield* Effect.all([starter, starter, starter, starter], { concurrency: "unbounded" }).pipe(
+          Effect.ensuring(Effect.orDie(dialect.dropAll(prefix).pipe(Effect.provide(dialect.raw))))
+        )
+      }), 60_000)
+
+    it.live("tokens above 2^53 are read exactly, as bigint", () =>
+      Effect.gen(function*() {
+        const b = yield* LeaseBackend
+        const sql = yield* SqlClient
+        const name = unique("big")
+        const sessionId = (yield* b.openSession(ttl)).sessionId
+        const first = granted(yield* b.acquire(sessionId, name))
+        yield* b.release(sessionId, name, first)
+        const big = 2n ** 60n + 7n
+        yield* sql.unsafe(`UPDATE ${dialect.prefix}lease SET token = ${big} WHERE name = '${name}'`)
+        const token = granted(yield* b.acquire(sessionId, name))
+        expect(token).toBe(big + 1n)
+        expect(live(yield* b.keepAlive(sessionId, ttl)).leases).toEqual([{ name, token: big + 1n }])
+        yield* b.closeSession(sessionId)
+      }).pipe(Effect.provide(Layer.merge(dialect.layer(dialect.prefix), dialect.raw)), Effect.scoped))
+
+    it.live("a renewal naming the current version of 200 held leases lists none of them and renews the session", () =>
+      Effect.gen(function*() {
+        const b = yield* LeaseBackend
+        const sessionId = (yield* b.openSession(ttl)).sessionId
+        const prefix = unique("many")
+        yield* Effect.forEach(
+          Array.from({ length: 200 }, (_, i) => `${prefix}.${i}`),
+          (name) => Effect.map(b.acquire(sessionId, name), granted),
+          { concurrency: 4, discard: true }
+        )
+        const first = live(yield* b.keepAlive(sessionId, ttl))
+        expect(first.leases).toHaveLength(200)
+        const again = live(yield* b.keepAlive(sessionId, ttl, first.version))
+        expect(again.leases).toBeUndefined()
+        expect(again.version).toBe(first.version)
+        expect(Duration.toMillis(again.remaining)).toBe(Duration.toMillis(ttl))
+        yield* b.closeSession(sessionId)
+      }).pipe(Effect.provide(dialect.layer(dialect.prefix)), Effect.scoped), 30_000)
+  })
+}
+
+describe("SQL backend (postgres): hints", () => {
+  it.live("after the LISTEN connection is terminated, hints resume, and every refused name is hinted on reconnect", () =>
+    Effect.gen(function*() {
+      const b = yield* LeaseBackend
+      const sql = yield* SqlClient
+      const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
+      yield* b.hints.pipe(
+        Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
+        Effect.forkScoped
+      )
+      const waitFor = (predicate: (hint: Hint) => boolean) =>
+        received.changes.pipe(
+          Stream.filter((hints) => hints.some(predicate)),
+          Stream.take(1),
+          Stream.runDrain,
+          Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new Error("hint not received") })
+        )
+      const released = (name: string) => (hint: Hint) => hint._tag === "Released" && hint.name === name
+      const holder = (yield* b.openSession(ttl)).sessionId
+      const waiter = (yield* b.openSession(ttl)).sessionId
+      // The listener is up once a release comes back as a hint.
+      const warmUp = unique("warm-up")
+      yield* Effect.gen(function*() {
+        const token = granted(yield* b.acquire(holder, warmUp))
+        yield* b.release(holder, warmUp, token)
+        yield* waitFor(released(warmUp)).pipe(Effect.timeout(Duration.millis(300)))
+      }).pipe(Effect.retry(Schedule.recurs(20)))
+
+      const [waited, after] = [unique("waited"), unique("after")]
+      granted(yield* b.acquire(holder, waited))
+      expect((yield* b.acquire(waiter, waited))._tag).toBe("HeldBy")
+      const terminated = yield* sql.unsafe<{ terminated: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity
+         WHERE query = 'LISTEN "simba_t_pgx_hints"' AND pid <> pg_backend_pid()`
+      )
+      expect(terminated.length).toBeGreaterThanOrEqual(1)
+      // On reconnecting, the listener hints the name a local candidate was refused (it may have
+      // missed its release while disconnected), without any release happening.
+      yield* waitFor(released(waited))
+      // And notifications flow again.
+      const token = granted(yield* b.acquire(holder, after))
+      yield* b.release(holder, after, token)
+      yield* waitFor(released(after))
+      yield* b.closeSession(holder)
+      yield* b.closeSession(waiter)
+    }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
+})
