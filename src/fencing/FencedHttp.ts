@@ -151,7 +151,9 @@ const isRejected = <E>(error: E): error is Extract<E, FencedWriteRejectedError> 
 
 /**
  * A client that sends `Simba-Fencing-Token: <resource>=<token>` with every request, and fails with
- * `FencedWriteRejectedError` when the server answers 409 with `Simba-Fencing-Highest`.
+ * `FencedWriteRejectedError` when the server answers 409 with `Simba-Fencing-Highest`. Apply it before
+ * `HttpClient.filterStatusOk` (`client.pipe(withFence(...), HttpClient.filterStatusOk)`), so that it
+ * sees the 409 before that turns it into a `ResponseError`.
  */
 export const withFence = (resource: string, fence: Fence) =>
 <E, R>(

@@ -132,6 +132,23 @@ describe("simba/fencing/http", () => {
       expect(yield* Effect.flip(open.write("orders", 0n, "x"))).toBeInstanceOf(InvalidFenceError)
     }).pipe(Effect.scoped, Effect.provide(NodeHttpServer.layerTest)))
 
+  it.live("a FencedWriteRejectedError from the app itself (a fenced write it made) answers 409 as well", () =>
+    Effect.gen(function*() {
+      const app = Effect.fail(new FencedWriteRejectedError({ resource: "db:orders", token: 3n, highest: 4n }))
+      yield* HttpServer.serveEffect(FencedHttp.middleware(yield* memoryStore)(app))
+      const client = yield* HttpClient.HttpClient
+      const reply = yield* client.post("/anything").pipe(
+        Effect.flatMap((response) =>
+          Effect.map(response.json, (body) => ({ status: response.status, highest: response.headers[FencedHttp.highestHeader], body }))),
+        Effect.scoped
+      )
+      expect(reply).toEqual({
+        status: 409,
+        highest: "4",
+        body: { error: "FencedWriteRejectedError", resource: "db:orders", token: "3", highest: "4" }
+      })
+    }).pipe(Effect.scoped, Effect.provide(NodeHttpServer.layerTest)))
+
   it.live("required: a request without the token gets 428", () =>
     Effect.gen(function*() {
       const strict = yield* service({ required: true })
