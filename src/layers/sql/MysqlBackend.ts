@@ -4,8 +4,11 @@
  * COMMITTED transaction, times from `UTC_TIMESTAMP(6)` read in its own statement after the locks
  * (never `NOW()`, which follows the session time zone).
  *
- * No hints: MySQL has no push. Candidates wake on their own retries (`HeldBy.remaining`, then the
- * client's retry period), so a hand-over after a graceful release takes up to one retry period.
+ * MySQL has no push. Hints come from the backend itself: a release made through it is hinted at
+ * once to the candidates of this process, and while local candidates wait, one query every
+ * `pollInterval` (50 ms) asks which of the names they wait on are free (released, or their holder's
+ * session expired), whatever the number of names: at most 20 queries/s per waiting process, none
+ * while nobody waits. Membership changes are not hinted: members see them at their next renewal.
  *
  * `@effect/sql-mysql2` (and `mysql2`) is an optional peer: loaded when a layer of this module is
  * built, never when the library is imported.
@@ -20,15 +23,18 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Stream from "effect/Stream"
-import type { SimbaConfigError } from "../../Errors.js"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import { SimbaConfigError } from "../../Errors.js"
 import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
 import * as Simba from "../../Simba.js"
 import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
+import * as Waiting from "./waiting.js"
 
 export type { ClientOptions, SqlOptions as MysqlOptions } from "./options.js"
 
@@ -39,13 +45,34 @@ export const defaultUrl = "mysql://root@127.0.0.1:3306/test"
 
 const install = "npm install @effect/sql-mysql2 @effect/sql"
 
+/** Options of `make` / `layerFromClient`. */
+export interface MysqlClientOptions extends ClientOptions {
+  /**
+   * How often the names local candidates wait on are checked (one query for all of them, only while
+   * some wait): the longest a hand-over between processes waits for. Default 50 ms.
+   */
+  readonly pollInterval?: Duration.DurationInput | undefined
+}
+
+const pollIntervalOf = (input: Duration.DurationInput | undefined): Effect.Effect<Duration.Duration, SimbaConfigError> => {
+  if (input === undefined) return Effect.succeed(Duration.millis(50))
+  const decoded = Duration.decodeUnknown(input)
+  return Option.isSome(decoded) && Duration.toMillis(decoded.value) >= 1 && Duration.isFinite(decoded.value)
+    ? Effect.succeed(decoded.value)
+    : Effect.fail(new SimbaConfigError({ field: `${backend}.pollInterval`, rule: "must be a finite duration of at least 1 ms" }))
+}
+
 /** The backend on a MySQL/MariaDB `SqlClient`: runs the migration (idempotent, serialised between processes). */
 export const make = (
   sql: SqlClient.SqlClient,
-  options: ClientOptions = {}
-): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError> =>
-  Effect.flatMap(prefixOf(backend, options.tablePrefix), (prefix) =>
-    SqlBackend.make(sql, { backend, prefix, hints: Stream.empty }))
+  options: MysqlClientOptions = {}
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const prefix = yield* prefixOf(backend, options.tablePrefix)
+    const pollInterval = yield* pollIntervalOf(options.pollInterval)
+    const waiting = yield* Waiting.make()
+    return yield* SqlBackend.make(sql, { backend, prefix, hints: undefined, waiting, pollInterval })
+  })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(
   Effect.map((module) => module.SqlClient)
@@ -53,9 +80,9 @@ const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@
 
 /** Provides `LeaseBackend` on the `SqlClient` (a `MysqlClient`) in the context. */
 export const layerFromClient = (
-  options: ClientOptions = {}
+  options: MysqlClientOptions = {}
 ): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError, SqlClient.SqlClient> =>
-  Layer.effect(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => make(sql, options)))
+  Layer.scoped(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => make(sql, options)))
 
 /** Provides `LeaseBackend` on a pool of its own to `options.url` (default `mysql://root@127.0.0.1:3306/test`). */
 export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>

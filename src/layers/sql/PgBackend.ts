@@ -27,6 +27,7 @@ import * as Listen from "./listen.js"
 import { channel } from "./migrations.js"
 import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
+import * as Waiting from "./waiting.js"
 
 export type { ClientOptions, SqlOptions as PgOptions } from "./options.js"
 
@@ -63,7 +64,7 @@ const listenClientOf = (module: unknown): ((url: string) => Listen.ListenClient)
 const hintsOn = (
   url: Redacted.Redacted,
   prefix: string,
-  waiting: Listen.Waiting
+  waiting: Waiting.Waiting
 ): Effect.Effect<Stream.Stream<Hint>, BackendError, Scope.Scope> =>
   Effect.gen(function*() {
     const module = yield* loadDriver(backend, "pg", install, () => import(pgModule) as Promise<unknown>)
@@ -95,9 +96,9 @@ export const make = (
       : typeof options.listenUrl === "string"
       ? Redacted.make(options.listenUrl)
       : options.listenUrl
-    const waiting = yield* Listen.makeWaiting
+    const waiting = yield* Waiting.make()
     const hints = listenUrl === undefined ? Stream.empty : yield* hintsOn(listenUrl, prefix, waiting)
-    return yield* SqlBackend.make(sql, { backend, prefix, hints, onRefused: waiting.add })
+    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting })
   })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(

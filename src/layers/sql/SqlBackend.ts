@@ -16,9 +16,11 @@
  * `@effect/sql` is an optional peer: this module imports its types only.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Scope from "effect/Scope"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as PubSub from "effect/PubSub"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -27,7 +29,7 @@ import {
   AcquireReply,
   BackendError,
   type GroupView,
-  type Hint,
+  Hint,
   type JoinReply,
   KeepAliveReply,
   type LeaseBackendService,
@@ -35,6 +37,7 @@ import {
   type OpenedSession
 } from "../../LeaseBackend.js"
 import * as Migrations from "./migrations.js"
+import * as Waiting from "./waiting.js"
 
 /** The two databases, by the backend name used in errors, metrics and spans. */
 export type Backend = "postgres" | "mysql"
@@ -46,10 +49,16 @@ export const maxRetries = 5
 export interface Settings {
   readonly backend: Backend
   readonly prefix: string
-  /** Pushed hints (PostgreSQL `LISTEN`), or `Stream.empty`. */
-  readonly hints: Stream.Stream<Hint>
-  /** Called with each name an acquire was refused (a local candidate waits on it). */
-  readonly onRefused?: ((name: string) => Effect.Effect<void>) | undefined
+  /**
+   * Pushed hints (PostgreSQL `LISTEN`). Without them (`undefined`, MySQL) the backend makes its own:
+   * a release through it hints at once, and while local candidates wait, one query every
+   * `pollInterval` finds which of their names are free now.
+   */
+  readonly hints: Stream.Stream<Hint> | undefined
+  /** The names local candidates were refused (`waiting.ts`). */
+  readonly waiting: Waiting.Waiting
+  /** How often the waited names are checked when there are no pushed hints. Default 50 ms. */
+  readonly pollInterval?: Duration.Duration | undefined
 }
 
 const Pair = Schema.Tuple(Schema.String, Schema.String)
@@ -59,7 +68,7 @@ const listOf = <A, I>(item: Schema.Schema<A, I>) =>
 
 /** The reply of every routine: one row, the fields its operation uses. */
 const Reply = Schema.Struct({
-  status: Schema.Literal("live", "expired", "granted", "held", "joined", "ok"),
+  status: Schema.Literal("live", "expired", "granted", "held", "joined", "released", "ok"),
   token: Schema.optional(Schema.NullOr(Schema.String)),
   remaining: Schema.optional(Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString))),
   version: Schema.optional(Schema.NullOr(Schema.String)),
@@ -166,9 +175,9 @@ export const migrate = (
 export const make = (
   client: SqlClient.SqlClient,
   settings: Settings
-): Effect.Effect<LeaseBackendService, BackendError> =>
+): Effect.Effect<LeaseBackendService, BackendError, Scope.Scope> =>
   Effect.gen(function*() {
-    const { backend, prefix } = settings
+    const { backend, prefix, waiting } = settings
     const sql = client.withoutTransforms()
     yield* migrate(sql, backend, prefix).pipe(
       Effect.mapError((cause) => new BackendError({ backend, operation: "migrate", cause }))
@@ -236,9 +245,9 @@ export const make = (
           case "expired":
             return Effect.succeed(AcquireReply.Expired())
           case "granted":
-            return Effect.map(tokenOf(reply), (token) => AcquireReply.Granted({ token }))
+            return Effect.zipRight(waiting.forget(name), Effect.map(tokenOf(reply), (token) => AcquireReply.Granted({ token })))
           case "held":
-            return Effect.as(settings.onRefused?.(name) ?? Effect.void, AcquireReply.HeldBy({
+            return Effect.as(waiting.refused(name), AcquireReply.HeldBy({
               token: reply.token !== undefined && reply.token !== null && tokenPattern.test(reply.token)
                 ? BigInt(reply.token)
                 : undefined,
@@ -257,6 +266,32 @@ export const make = (
           ? Effect.succeed("Expired")
           : unexpected("join", reply))
 
+    /**
+     * Hints without a push channel: a release through this backend, and a poll, while local
+     * candidates wait, of which of their names are free now: one query per `pollInterval` for all of
+     * them (at most `Waiting.max` names), whatever their number; none while nobody waits.
+     */
+    const localHints = settings.hints === undefined
+      ? yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
+      : undefined
+    if (localHints !== undefined) {
+      const poll = Effect.gen(function*() {
+        const names = yield* waiting.current
+        if (names.length === 0) return
+        const free = yield* sql.unsafe<{ name: string }>(Migrations.mysqlFreeNames(prefix, names.length), names)
+        for (const { name } of free) {
+          yield* waiting.forget(name)
+          yield* PubSub.publish(localHints, Hint.Released({ name }))
+        }
+      })
+      yield* poll.pipe(
+        // A failed poll only delays a wake-up: candidates still retry on their own.
+        Effect.catchAllCause(() => Effect.void),
+        Effect.repeat(Schedule.spaced(settings.pollInterval ?? Duration.millis(50))),
+        Effect.forkScoped
+      )
+    }
+    const hints = localHints === undefined ? settings.hints ?? Stream.empty : Stream.fromPubSub(localHints)
     return makeBackend({
       backend,
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
@@ -264,11 +299,16 @@ export const make = (
       keepAlive,
       closeSession: (sessionId) => Effect.asVoid(call("close", [sessionId])),
       acquire,
-      release: (sessionId, name, token) => Effect.asVoid(call("release", [sessionId, name, token.toString()])),
+      release: (sessionId, name, token) =>
+        Effect.flatMap(call("release", [sessionId, name, token.toString()]), (reply) =>
+          // Without pushed hints, local candidates hear of a release made through this backend at once.
+          reply.status === "released" && localHints !== undefined
+            ? PubSub.publish(localHints, Hint.Released({ name }))
+            : Effect.void),
       join,
       leave: (sessionId, group) => Effect.asVoid(call("leave", [sessionId, group])),
       members: (group) =>
         Effect.map(call("members", [group]), (reply) => [...(reply.members ?? [])].sort(byName)),
-      hints: settings.hints
+      hints
     })
   })

@@ -11,11 +11,11 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
-import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { Hint } from "../../LeaseBackend.js"
+import type { Waiting } from "./waiting.js"
 
 /** The part of a `pg` `Client` the listener uses. */
 export interface ListenClient {
@@ -33,24 +33,6 @@ export const decode = (payload: string | undefined): Hint | undefined => {
   const subject = payload.slice(2)
   return payload[0] === "r" ? Hint.Released({ name: subject }) : payload[0] === "g" ? Hint.GroupChanged({ group: subject }) : undefined
 }
-
-/** Names refused to local candidates since the listener last (re)connected. */
-export interface Waiting {
-  readonly add: (name: string) => Effect.Effect<void>
-  readonly drain: Effect.Effect<ReadonlyArray<string>>
-}
-
-/** At most this many names are remembered between connections (the others wait for their retry). */
-const maxWaiting = 10_000
-
-export const makeWaiting: Effect.Effect<Waiting> = Effect.map(
-  Ref.make<ReadonlySet<string>>(new Set()),
-  (ref) => ({
-    add: (name) =>
-      Ref.update(ref, (names) => names.has(name) || names.size >= maxWaiting ? names : new Set(names).add(name)),
-    drain: Effect.map(Ref.getAndSet(ref, new Set()), (names) => [...names])
-  })
-)
 
 /**
  * Starts the listener in the scope and returns the hints stream. `connect` makes a new, unconnected

@@ -45,6 +45,15 @@ export const channel = (prefix: string): string => `${prefix}hints`
 /** Name of the routine of one operation. */
 export const routine = (prefix: string, operation: string): string => `${prefix}v1_${operation}`
 
+/**
+ * MySQL/MariaDB: which of `count` names are free now (no holder, or a holder whose session is gone or
+ * expired), for the poll that stands in for push hints.
+ */
+export const mysqlFreeNames = (prefix: string, count: number): string =>
+  `SELECT l.name AS name FROM ${prefix}lease l LEFT JOIN ${prefix}session s ON s.id = l.session_id
+WHERE l.name IN (${Array.from({ length: count }, () => "?").join(", ")})
+AND (s.id IS NULL OR s.expires_at <= UTC_TIMESTAMP(6))`
+
 /** PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value. */
 export const postgres = (prefix: string): Schema => {
   const session = `${prefix}session`
@@ -341,13 +350,15 @@ BEGIN
 END`,
       `CREATE PROCEDURE ${fn("release")}(IN p_sid ${id}, IN p_name ${name}, IN p_token BIGINT)
 BEGIN
+  DECLARE v_released INT DEFAULT 0;
   ${begin}
   UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
-  IF ROW_COUNT() > 0 THEN
+  SET v_released = ROW_COUNT();
+  IF v_released > 0 THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
   END IF;
   COMMIT;
-  SELECT 'ok' AS status;
+  SELECT IF(v_released > 0, 'released', 'ok') AS status;
 END`,
       `CREATE PROCEDURE ${fn("join")}(IN p_sid ${id}, IN p_group ${name})
 BEGIN
