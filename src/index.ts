@@ -11,7 +11,6 @@ export type { ElectionStatus, SessionEndReason, SessionStatus } from "./SimbaEve
 export * as LeaseBackend from "./LeaseBackend.js"
 export * as LeaseName from "./LeaseName.js"
 export * as PartitionAssignment from "./PartitionAssignment.js"
-export * as Engine from "./Engine.js"
 export * as MemoryBackend from "./layers/Memory.js"
 export * from "./Errors.js"
 export { SimbaMemoryLive } from "./Live.js"
