@@ -24,12 +24,20 @@ import type { SimbaConfigError } from "../../Errors.js"
 import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
 import * as Simba from "../../Simba.js"
 import * as Listen from "./listen.js"
-import { channel } from "./migrations.js"
+import { channel, defaultPrefix } from "./migrations.js"
+import * as Migrations from "./migrations.js"
 import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
 export type { ClientOptions, SqlOptions as PgOptions } from "./options.js"
+
+/**
+ * The SQL the migration runs for `tablePrefix` (tables, indexes, routines), in order, for DBAs who
+ * create the schema themselves (the migration then finds it installed and does nothing).
+ */
+export const migrationStatements = (tablePrefix: string = defaultPrefix): ReadonlyArray<string> =>
+  Migrations.postgres(tablePrefix).statements
 
 /** The backend name used in errors, metrics and spans. */
 export const backend = "postgres"
