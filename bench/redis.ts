@@ -22,6 +22,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import type { Redis } from "ioredis"
+import { resolve as resolvePath } from "node:path"
+import { fileURLToPath } from "node:url"
 import { Mutex } from "redis-semaphore"
 import type * as Client from "../src/Client.js"
 import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
@@ -29,12 +31,14 @@ import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
 import {
+  deleteKeys,
   jain,
   median,
   newRedis,
   now,
   percentile,
   quit,
+  randomHex,
   redisUrl,
   roundTrips,
   roundTripsSince,
@@ -648,6 +652,66 @@ export const renewPeer = async (ctx: Context, kind: PeerKind): Promise<RenewResu
 }
 
 // -------------------------------------------------------------------------------------------------
+// renew: server commands of one renewal
+// -------------------------------------------------------------------------------------------------
+
+/** The row's metric, for `run.ts`. */
+export const renewCommandsMetric = "Redis commands per renewal, 1,000 unchanged leases (server count, in-script included)"
+
+export interface RenewCommandsResult {
+  /**
+   * Server commands of one `keepAlive` of a session holding `LEASES` leases, naming the version it
+   * knows (the set unchanged): least of 5 batches of 10, per renewal.
+   */
+  readonly unchanged: number
+  /** The same renewal without a known version (the full list): least of 5 batches of 2, per renewal. */
+  readonly listed: number
+}
+
+/**
+ * One session on the backend alone (no client, no engine), `LEASES` leases, then the renewal that
+ * names the current version against the one that lists every lease. Runs alone in a few seconds:
+ * `tsx bench/redis.ts renew-commands`.
+ */
+export const renewCommandsSimba = async (ctx: Context): Promise<RenewCommandsResult> => {
+  const scope = await newScope()
+  try {
+    const backend = await inScope(
+      scope,
+      RedisBackend.make({
+        url: redisUrl,
+        keyPrefix: `${ctx.prefix}:simba`,
+        connectionName: `${ctx.prefix}-simba-renew-commands`
+      })
+    )
+    const ttl = Duration.millis(LEASE_MS)
+    const { sessionId } = await Effect.runPromise(backend.openSession(ttl))
+    await Effect.runPromise(
+      Effect.forEach(Array.from({ length: LEASES }, (_, i) => `renew-commands-${i}`), (name) => backend.acquire(sessionId, name), {
+        concurrency: 16,
+        discard: true
+      })
+    )
+    const renew = async (known: string | undefined) => {
+      const reply = await Effect.runPromise(backend.keepAlive(sessionId, ttl, known))
+      if (reply._tag !== "Live") throw new Error("the session expired during the renew-commands bench")
+      return reply
+    }
+    const first = await renew(undefined)
+    if (first.leases?.length !== LEASES) throw new Error(`expected ${LEASES} leases, the renewal lists ${first.leases?.length}`)
+    const renewing = (known: string | undefined) => async (batch: number) => {
+      for (let i = 0; i < batch; i++) await renew(known)
+    }
+    const unchanged = await calibrate(ctx, 10, renewing(first.version))
+    const listed = await calibrate(ctx, 2, renewing(undefined))
+    await Effect.runPromise(backend.closeSession(sessionId))
+    return { unchanged, listed }
+  } finally {
+    await closeScope(scope)
+  }
+}
+
+// -------------------------------------------------------------------------------------------------
 // handover
 // -------------------------------------------------------------------------------------------------
 
@@ -783,4 +847,18 @@ export const summary = {
   median,
   p90: (samples: ReadonlyArray<number>) => percentile(samples, 90),
   p99: (samples: ReadonlyArray<number>) => percentile(samples, 99)
+}
+
+// `tsx bench/redis.ts renew-commands`: the renew-commands row alone, without the whole bench.
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolvePath(process.argv[1]) && process.argv[2] === "renew-commands") {
+  const prefix = `bench-${randomHex(4)}`
+  const monitor = await newRedis(`${prefix}-monitor`)
+  try {
+    const result = await renewCommandsSimba({ prefix, monitor, log: (line) => process.stderr.write(`bench: ${line}\n`) })
+    console.log(`${renewCommandsMetric}: ${result.unchanged.toFixed(1)}`)
+    console.log(`the same renewal listing every lease (no known version): ${result.listed.toFixed(1)}`)
+  } finally {
+    await deleteKeys(monitor, [prefix])
+    await quit(monitor)
+  }
 }

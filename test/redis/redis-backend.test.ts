@@ -634,3 +634,75 @@ describe("Redis backend failures (private redis-server)", () => {
       }
     }))
 })
+
+describe("Redis renewal versions, one node (private redis-server)", () => {
+  /** Commands the server ran for `effect` (in-script ones included), from `INFO stats` before and after. */
+  const commandsOf = <A, E>(port: number, effect: Effect.Effect<A, E>) =>
+    Effect.gen(function*() {
+      const admin = yield* rawClient(false, port)
+      const processed = Effect.promise(() => admin.info("stats")).pipe(
+        Effect.map((info) => Number(/total_commands_processed:(\d+)/.exec(info)?.[1]))
+      )
+      const before = yield* processed
+      const result = yield* effect
+      // The second INFO counts itself before its reading.
+      return [result, (yield* processed) - before - 1] as const
+    })
+
+  it.scopedLive("an unchanged renewal reads no lease: the same few commands for 10 and for 1,000 leases", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const b = yield* RedisBackend.make({ port: server.port })
+      const costs: Array<number> = []
+      for (const count of [10, 1000]) {
+        const { sessionId } = yield* b.openSession(Duration.seconds(30))
+        yield* Effect.forEach(Array.from({ length: count }, (_, i) => `versions.${count}.${i}`), (name) => b.acquire(sessionId, name), {
+          concurrency: 16,
+          discard: true
+        })
+        const first = live(yield* b.keepAlive(sessionId, Duration.seconds(30)))
+        expect(first.leases?.length).toBe(count)
+        const [again, commands] = yield* commandsOf(server.port, b.keepAlive(sessionId, Duration.seconds(30), first.version))
+        expect(live(again).leases).toBeUndefined()
+        expect(live(again).version).toBe(first.version)
+        costs.push(commands)
+      }
+      expect(costs[0]).toBe(costs[1])
+      expect(costs[1]).toBeLessThanOrEqual(10)
+    }))
+
+  it.scopedLive("a release by an expired session changes no version: its session key stays gone", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const b = yield* RedisBackend.make({ port: server.port })
+      const raw = yield* rawClient(false, server.port)
+      const name = uniqueName("late")
+      const { sessionId } = yield* b.openSession(Duration.millis(200))
+      const token = granted(yield* b.acquire(sessionId, name))
+      yield* Effect.sleep(Duration.millis(400))
+      yield* b.release(sessionId, name, token)
+      expect(yield* Effect.promise(() => raw.exists(k.session(sessionId)))).toBe(0)
+      expect((yield* b.keepAlive(sessionId, ttl))._tag).toBe("Expired")
+    }))
+
+  it.scopedLive("a lease found no longer naming the session is pruned, with a new version", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const b = yield* RedisBackend.make({ port: server.port })
+      const raw = yield* rawClient(false, server.port)
+      const [kept, lost] = [uniqueName("kept"), uniqueName("lost")]
+      const { sessionId } = yield* b.openSession(ttl)
+      const keptToken = granted(yield* b.acquire(sessionId, kept))
+      granted(yield* b.acquire(sessionId, lost))
+      const v1 = live(yield* b.keepAlive(sessionId, ttl)).version
+      // As if the server had lost that lease's hash (a partial failover): the known version still answers unchanged.
+      yield* Effect.promise(() => raw.del(k.lease(lost)))
+      expect(live(yield* b.keepAlive(sessionId, ttl, v1)).leases).toBeUndefined()
+      // A renewal that lists finds it gone, prunes it and moves the version on.
+      const listed = live(yield* b.keepAlive(sessionId, ttl))
+      expect(listed.leases).toEqual([{ name: kept, token: keptToken }])
+      expect(listed.version).not.toBe(v1)
+      expect(live(yield* b.keepAlive(sessionId, ttl, v1)).leases).toEqual([{ name: kept, token: keptToken }])
+      expect(live(yield* b.keepAlive(sessionId, ttl, listed.version)).leases).toBeUndefined()
+    }))
+})

@@ -6,13 +6,5 @@ import { clientTiming, singleNode, ttl } from "./RedisServers.js"
 
 const layer = RedisBackend.layer(singleNode)
 
-// Phase 1 of the split: every renewal still lists the leases (versioned renewals on one node come next).
-LeaseBackendSpec("redis", layer, {
-  virtualTime: false,
-  ttl,
-  hints: true,
-  versionedRenewals: false,
-  handOffGrants: true,
-  client: clientTiming
-})
+LeaseBackendSpec("redis", layer, { virtualTime: false, ttl, hints: true, handOffGrants: true, client: clientTiming })
 FencingSpec("redis", layer, { virtualTime: false, ttl, client: clientTiming })

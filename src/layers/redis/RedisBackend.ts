@@ -38,15 +38,17 @@
  *   token of a name never goes backwards while the data survives (see "persistence" below). A grant
  *   sets `token = token + 1` (`HINCRBY`) and `session`; a release deletes `session` and `expires`
  *   and keeps `token`. `expires` (server epoch ms) is the holder session's expiry as of the grant or
- *   the last renewal: information for operators, decisions look at the session key. While the lease
+ *   the last renewal that listed the lease (an unchanged renewal reads no lease hash): information
+ *   for operators, decisions look at the session key. While the lease
  *   is free and reserved for a waiter (below) it also carries `reserved` (that session's id) and
  *   `reservedUntil` (server epoch ms).
  * - `simba:lease:{name}:queue`: the lease's waiter queue, a sorted set of session ids scored by the
  *   server time they were first refused (same hash slot as the lease); its `PX` is extended to the
  *   ttl of each waiter that asks, so it vanishes once nobody has asked for a session's lifetime.
- * - `simba:session:{sid}`: the session ("home") key, a string with `PX`; `sid` is 32 lowercase hex
- *   from `node:crypto` `randomBytes` (128 bits). It is never revived: once gone, `keepAlive`,
- *   `acquire` and `join` answer `Expired`.
+ * - `simba:session:{sid}`: the session ("home") key, a counter with `PX` (`INCR` keeps it); `sid` is
+ *   32 lowercase hex from `node:crypto` `randomBytes` (128 bits). It is never revived: once gone,
+ *   `keepAlive`, `acquire` and `join` answer `Expired`. Its value is the version of the session's
+ *   lease set in mode `node` (see "Renewal versions"), the slot registration counter in mode `cluster`.
  * - `simba:session:{sid}:leases` / `:groups`: sets of the names it holds and the groups it joined,
  *   expiring with it.
  * - `simba:group:{g}`: sorted set of member session ids scored by their expiry (server epoch ms);
@@ -59,8 +61,22 @@
  *
  * A lease is free when its hash names no session, or when the session it names is gone (takeover).
  *
- * Renewal versions: every renewal lists the session's leases, and the `version` of a `Live` reply is
- * a digest of the names and tokens listed, so it changes exactly when the set does.
+ * ## Renewal versions
+ *
+ * A `Live` reply carries a `version` of the session's lease set, and omits the list when the client
+ * already knows that version (`keepAlive(sid, ttl, known)`).
+ * - Mode `node`: the version is the session key's value, which every script that changes the set
+ *   bumps (`INCR`, in the same script): a grant by acquire, a hand-off grant to a waiter, a release,
+ *   and a renewal that finds a listed lease no longer naming the session (it prunes it). A renewal
+ *   naming the current version reads no lease: a fixed handful of commands whatever the number of
+ *   leases (8 for a session in no group, the `EVALSHA` included; a few more per group). A bump
+ *   never touches a gone session's key (`INCR` would create it). The renewal trusts the version: a
+ *   lease hash lost by the server without the session key (a partial failover) shows up only at the
+ *   next change of the set, or when the client renews without `known`.
+ * - Mode `cluster`: every renewal lists every lease, and the version is a digest of the names and
+ *   tokens listed, so it changes exactly when the set does. The set changes in the leases' slots,
+ *   where the home's counter cannot be bumped; a per-slot version in each shadow, summed by the
+ *   renewal, would be needed (the per-slot calls are made anyway), and is not done yet.
  *
  * ## Waiter queue (fair FIFO hand-off)
  *

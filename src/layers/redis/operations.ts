@@ -24,10 +24,12 @@ import { acquireReply, groupViews, heldLeases } from "./replies.js"
 import * as Scripts from "./scripts.js"
 import { keySlot, slotTag, tagOf } from "./slots.js"
 
-/** What the session holds and belongs to, as a renewal found it. */
-interface Held {
+/** A `Live` renewal. */
+interface Renewed {
   readonly remaining: Duration.Duration
-  readonly leases: ReadonlyArray<HeldLease>
+  readonly version: string
+  /** `undefined`: still the version the client knows. */
+  readonly leases: ReadonlyArray<HeldLease> | undefined
   readonly groups: ReadonlyArray<GroupView>
 }
 
@@ -47,8 +49,8 @@ interface SlotWork {
 }
 
 /**
- * The version of a lease list that is listed on every renewal: a digest of its names and tokens, so
- * it changes exactly when the set changes.
+ * The version of a lease list listed on every renewal (mode `cluster`): a digest of its names and
+ * tokens, so it changes exactly when the set does.
  */
 const digest = (leases: ReadonlyArray<HeldLease>): string => {
   const hash = createHash("sha1")
@@ -109,25 +111,37 @@ export const make = (
     groups: work.groups.map(k.group)
   })
 
-  /** One node: one script renews the session and lists everything. */
-  const renewOnNode = (sessionId: string, ttl: number): Effect.Effect<Held | undefined, BackendError> =>
+  /**
+   * One node: one script renews the session, lists its groups, and its leases unless the set is still
+   * the version `known` (the session key's value, bumped by every script that changes the set).
+   */
+  const renewOnNode = (
+    sessionId: string,
+    ttl: number,
+    known: string | undefined
+  ): Effect.Effect<Renewed | undefined, BackendError> =>
     run(
       "keepAlive",
       Scripts.renew(
         { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
-        { sessionId, ttl, leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix }
+        { sessionId, ttl, known: known ?? "", leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix }
       )
     ).pipe(Effect.map((reply) =>
-      reply[0] === "expired"
-        ? undefined
-        : { remaining: Duration.millis(reply[1]), leases: heldLeases(reply[2]), groups: groupViews(reply[3]) }
+      reply[0] === "expired" ? undefined : {
+        remaining: Duration.millis(reply[1]),
+        version: reply[2],
+        groups: groupViews(reply[3]),
+        leases: reply[4] === undefined ? undefined : heldLeases(reply[4])
+      }
     ))
 
   /**
    * Cluster: the home first, then every slot it registered (all at once), each extended to the home's
-   * time left; then the home forgets the slots a renewal closed (rarely).
+   * time left; then the home forgets the slots a renewal closed (rarely). Every lease is listed: the
+   * set's changes happen in the leases' slots, where the home's version cannot be bumped (that would
+   * take a per-slot version in each shadow, summed up by the renewal).
    */
-  const renewBySlot = (sessionId: string, ttl: number): Effect.Effect<Held | undefined, BackendError> =>
+  const renewBySlot = (sessionId: string, ttl: number): Effect.Effect<Renewed | undefined, BackendError> =>
     Effect.gen(function*() {
       const homeSlots = k.sessionSlots(sessionId)
       const renewed = yield* run("keepAlive", Scripts.renewHome({ ...home(sessionId), homeSlots }, { ttl }))
@@ -145,9 +159,11 @@ export const make = (
       )
       const registrations = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
       if (registrations.length > 0) yield* run("keepAlive", Scripts.forgetSlots({ homeSlots }, { registrations }))
+      const leases = replies.flatMap((reply) => heldLeases(reply[0]))
       return {
         remaining: Duration.millis(remaining),
-        leases: replies.flatMap((reply) => heldLeases(reply[0])),
+        version: digest(leases),
+        leases,
         groups: replies.flatMap((reply) => groupViews(reply[1]))
       }
     })
@@ -186,12 +202,10 @@ export const make = (
         return { sessionId, remaining: Duration.millis(reply[1]) }
       }),
 
-    keepAlive: (sessionId, ttl) =>
+    keepAlive: (sessionId, ttl, known) =>
       Effect.gen(function*() {
-        const held = mode === "node" ? yield* renewOnNode(sessionId, ttl) : yield* renewBySlot(sessionId, ttl)
-        return held === undefined
-          ? KeepAliveReply.Expired()
-          : KeepAliveReply.Live({ ...held, version: digest(held.leases) })
+        const renewed = mode === "node" ? yield* renewOnNode(sessionId, ttl, known) : yield* renewBySlot(sessionId, ttl)
+        return renewed === undefined ? KeepAliveReply.Expired() : KeepAliveReply.Live(renewed)
       }),
 
     closeSession: (sessionId) => {
@@ -231,7 +245,7 @@ export const make = (
         yield* run(
           "release",
           Scripts.release(
-            { lease: k.lease(name), queue: k.leaseQueue(name), holderLeases: holder.leases },
+            { lease: k.lease(name), queue: k.leaseQueue(name), holder: holder.key, holderLeases: holder.leases },
             { sessionId, token: token.toString(), name, mode, holderPrefix: holder.prefix }
           )
         )

@@ -22,7 +22,11 @@ export const Acquired = Schema.Union(
   Schema.Tuple(Schema.Literal("stale")),
   Expired
 )
-export const Renewed = Schema.Union(Schema.Tuple(Schema.Literal("live"), Millis, LeaseList, GroupList), Expired)
+/** The session's time left, the version of its lease set, its groups and its leases (absent: still the known version). */
+export const Renewed = Schema.Union(
+  Schema.Tuple(Schema.Literal("live"), Millis, Schema.String, GroupList, Schema.optionalElement(LeaseList)),
+  Expired
+)
 /** The home's time left and the number of the slot registration. */
 export const Registered = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis, Schema.Int), Expired)
 /** The home's time left, its registered slots (`tag, seq, tag, seq, ...`) and its groups. */

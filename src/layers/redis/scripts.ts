@@ -72,15 +72,17 @@ local function extend(key, ms)
   local cur = redis.call('PTTL', key)
   if cur ~= -2 and cur < ms then redis.call('PEXPIRE', key, ms) end
 end
--- Renew a session key for ttl ms (never shortens it): the ms it has left, or nil when it is gone.
-local function renew(key, ttl)
-  local cur = redis.call('PTTL', key)
-  if cur == -2 then return nil end
-  if cur < ttl then
+-- Renew a session key for ttl ms (never shortens it), and the sets that expire with it: the ms it
+-- has left, or nil when it is gone.
+local function renew(ttl, key, ...)
+  local rem = redis.call('PTTL', key)
+  if rem == -2 then return nil end
+  if rem < ttl then
     redis.call('PEXPIRE', key, ttl)
-    return ttl
+    rem = ttl
   end
-  return cur
+  for _, set in ipairs({...}) do extend(set, rem) end
+  return rem
 end
 -- Drop the members whose expiry passed (publishing the change), then list the live ones.
 local function live_members(gk, now)
@@ -116,9 +118,9 @@ end
 local function remove_member(gk, sid)
   if redis.call('ZREM', gk, sid) == 1 then redis.call('PUBLISH', gk, 'left') end
 end
--- {name, token} of the leases in set whose hash still names sid; the others leave the set.
+-- {name, token} of the leases in set whose hash still names sid, and how many others left the set.
 local function held_leases(set, sid, lease_prefix, expires)
-  local held = {}
+  local held, pruned = {}, 0
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
     local h = redis.call('HMGET', lk, 'session', 'token')
@@ -127,9 +129,10 @@ local function held_leases(set, sid, lease_prefix, expires)
       held[#held + 1] = {name, h[2]}
     else
       redis.call('SREM', set, name)
+      pruned = pruned + 1
     end
   end
-  return held
+  return held, pruned
 end
 -- ---- Where a session is found alive: the mode ----
 -- 'node': at its session key, prefix .. sid .. '}'. 'cluster' (every call inside one hash slot): at
@@ -147,6 +150,13 @@ local function alive(holders, sid)
   local key = holder_key(holders, sid)
   if redis.call('EXISTS', key) == 0 then return false end
   return holders.mode == 'node' or redis.call('HGET', key, 'closed') ~= closed_marker
+end
+-- The lease set of the session whose liveness key is key changed. Mode 'node': a new version of the
+-- set, the session key's value (INCR keeps its PX), which renewals compare with the client's; never
+-- on a gone session (INCR would create the key: a revival). Mode 'cluster': nothing to count,
+-- renewals list every lease.
+local function changed(holders, key)
+  if holders.mode == 'node' and redis.call('EXISTS', key) == 1 then redis.call('INCR', key) end
 end
 -- ---- FIFO hand-off (see "Waiter queue" in RedisBackend) ----
 -- The first live waiter of queue q (dead ones leave it), or nil.
@@ -175,6 +185,7 @@ local function grant_to(lk, q, name, head, holders)
   local home = holder_key(holders, head)
   local token = redis.call('HINCRBY', lk, 'token', 1)
   hold(lk, home .. ':leases', name, head, now_ms(), redis.call('PTTL', home))
+  changed(holders, home)
   redis.call('ZREM', q, head)
   redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
 end
@@ -246,6 +257,7 @@ local function acquire(lk, q, set, sid, name, own, holders)
       redis.call('ZREM', q, sid)
       redis.call('HDEL', lk, 'reserved', 'reservedUntil')
     end
+    changed(holders, holder_key(holders, sid))
   end
   hold(lk, set, name, sid, now, own)
   return {'granted', redis.call('HGET', lk, 'token')}
@@ -312,7 +324,10 @@ const define = <
 // Scripts of both modes
 // -------------------------------------------------------------------------------------------------
 
-/** Creates the session key (never an existing one) with `ttl` ms to live. */
+/**
+ * Creates the session key (never an existing one) with `ttl` ms to live. Its value counts: in mode
+ * `node` the versions of the session's lease set, in mode `cluster` the slot registrations.
+ */
 export const open = define("open", { keys: ["home"], args: ["ttl"], reply: Replies.Opened }, `
 if not redis.call('SET', home, '0', 'PX', ttl, 'NX') then return {'exists'} end
 return {'ok', redis.call('PTTL', home)}
@@ -347,17 +362,22 @@ end
 return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
 `)
 
-/** Releases the lease if the session holds it with exactly `token`, and hands it off (see `acquire`). */
+/**
+ * Releases the lease if the session holds it with exactly `token`, and hands it off (see `acquire`;
+ * `holder` and `holderLeases` as there).
+ */
 export const release = define("release", {
-  keys: ["lease", "queue", "holderLeases"],
+  keys: ["lease", "queue", "holder", "holderLeases"],
   args: ["sessionId", "token", "name", "mode", "holderPrefix"],
   reply: Replies.Count
 }, `
 local h = redis.call('HMGET', lease, 'session', 'token')
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
+local holders = holders_in(mode, holderPrefix)
 redis.call('HDEL', lease, 'session', 'expires')
 redis.call('SREM', holderLeases, name)
-hand_off(lease, queue, name, holders_in(mode, holderPrefix))
+changed(holders, holder)
+hand_off(lease, queue, name, holders)
 return 1
 `)
 
@@ -370,24 +390,31 @@ return live_members(group, now_ms())
 // Mode `node`: the session's keys and a lease's or group's in one script
 // -------------------------------------------------------------------------------------------------
 
-/** Renews the session and its groups' memberships; lists its leases and groups. */
+/**
+ * Renews the session and its groups' memberships; answers the version of its lease set (the session
+ * key's value), its groups and, unless the set is still the version `known`, its leases. An unchanged
+ * renewal reads no lease: its commands do not depend on the number of leases.
+ */
 export const renew = define("renew", {
   keys: ["home", "homeLeases", "homeGroups"],
-  args: ["sessionId", "ttl", "leasePrefix", "groupPrefix"],
+  args: ["sessionId", "ttl", "known", "leasePrefix", "groupPrefix"],
   reply: Replies.Renewed
 }, `
-local rem = renew(home, tonumber(ttl))
+local rem = renew(tonumber(ttl), home, homeLeases, homeGroups)
 if not rem then return {'expired'} end
-local now = now_ms()
-extend(homeLeases, rem)
-extend(homeGroups, rem)
-local leases = held_leases(homeLeases, sessionId, leasePrefix, now + rem)
+local version = redis.call('GET', home)
+local names = redis.call('SMEMBERS', homeGroups)
+-- The clock only when something is stamped with it.
+local now = (#names > 0 or version ~= known) and now_ms() or 0
 local groups = {}
-for _, g in ipairs(redis.call('SMEMBERS', homeGroups)) do
+for _, g in ipairs(names) do
   local view = group_view(groupPrefix .. g .. '}', sessionId, now, rem)
   if view then groups[#groups + 1] = {g, view} else redis.call('SREM', homeGroups, g) end
 end
-return {'live', rem, leases, groups}
+if version == known then return {'live', rem, version, groups} end
+local leases, pruned = held_leases(homeLeases, sessionId, leasePrefix, now + rem)
+if pruned > 0 then version = tostring(redis.call('INCR', home)) end
+return {'live', rem, version, groups, leases}
 `)
 
 /** Releases every lease of the session (handing each off), leaves its groups, deletes it. */
@@ -448,10 +475,8 @@ export const renewHome = define("renewHome", {
   args: ["ttl"],
   reply: Replies.HomeRenewed
 }, `
-local rem = renew(home, tonumber(ttl))
+local rem = renew(tonumber(ttl), home, homeSlots, homeGroups)
 if not rem then return {'expired'} end
-extend(homeSlots, rem)
-extend(homeGroups, rem)
 return {'live', rem, redis.call('HGETALL', homeSlots), redis.call('SMEMBERS', homeGroups)}
 `)
 
@@ -546,6 +571,15 @@ for _, gk in ipairs(groups) do remove_member(gk, sessionId) end
 return 1
 `)
 
+/** Makes the session a member of the group for `own` ms (the home's time left). */
+export const addMember = define("addMember", {
+  keys: ["group"],
+  args: ["sessionId", "own"],
+  reply: Replies.Joined
+}, `
+return add_member(group, sessionId, tonumber(own))
+`)
+
 /** Lists the group among the home's groups: the home's time left. */
 export const joinHome = define("joinHome", {
   keys: ["home", "homeGroups"],
@@ -555,15 +589,6 @@ export const joinHome = define("joinHome", {
 local own = home_join(home, homeGroups, groupName)
 if not own then return {'expired'} end
 return {'ok', own}
-`)
-
-/** Makes the session a member of the group for `own` ms (the home's time left). */
-export const addMember = define("addMember", {
-  keys: ["group"],
-  args: ["sessionId", "own"],
-  reply: Replies.Joined
-}, `
-return add_member(group, sessionId, tonumber(own))
 `)
 
 /** Removes the session from the group's members. */
@@ -601,8 +626,8 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   forgetSlots,
   closeHome,
   closeSlot,
-  joinHome,
   addMember,
+  joinHome,
   removeMember,
   forgetGroup
 ]
