@@ -56,7 +56,10 @@ const program = Effect.gen(function*() {
       yield* Effect.flatMap(term.ensureValid(), () => write(term, seq++)).pipe(
         Effect.repeat(Schedule.spaced(`${every} millis`))
       )
-    }).pipe(Effect.onInterrupt(() => say(`REVOKED ${term.token} ${process.pid}`))))
+    }).pipe(
+      // Interrupted by the revocation, or failed first (ensureValid on waking from a pause): the term's work is over.
+      Effect.ensuring(say(`REVOKED ${term.token} ${process.pid}`))
+    ))
 })
 
 // The example's own connection for the fenced log, to the same database as the leases.
