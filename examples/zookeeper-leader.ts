@@ -82,7 +82,10 @@ const program = Effect.gen(function*() {
       yield* Effect.flatMap(term.ensureValid(), () => write(term, seq++)).pipe(
         Effect.repeat(Schedule.spaced(`${every} millis`))
       )
-    }).pipe(Effect.onInterrupt(() => say(`REVOKED ${term.token} ${process.pid}`))))
+    }).pipe(
+      // Interrupted (revoked) or failed (a woken process finds its term ended): the term is over.
+      Effect.ensuring(say(`REVOKED ${term.token} ${process.pid}`))
+    ))
 })
 
 program.pipe(Effect.scoped, Effect.provide(SimbaZookeeperLive), NodeRuntime.runMain)

@@ -80,7 +80,7 @@
  * been applied to the cache: the list is exact as of that instant, and the version (bumped on every
  * change) says whether it changed since the reply the client last read. A create whose reply was lost
  * (connection loss) is recorded as uncertain and settled by reading the node in the next renewal's
- * pipeline (or the next acquire of the name). The test `test/zookeeper/cache.test.ts` checks it.
+ * pipeline (or the next acquire of the name). The test `test/zookeeper/backend.test.ts` checks it.
  *
  * ## Hints
  *
@@ -104,7 +104,7 @@ import type { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from "../../LeaseBackend.js"
 import * as Simba from "../../Simba.js"
-import { type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
+import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
 import { config, resolve, type Settings, type ZookeeperOptions } from "./options.js"
 import { drop, hold, open, type Paths, paths as pathsOf, pipeline, type Reply, type Session, tokenOf } from "./session.js"
 
@@ -157,10 +157,9 @@ export const make = (
     }
     const watcher = yield* makeWatcher(driver, settings, paths, events)
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        for (const session of sessions.values()) endSession(session)
-        sessions.clear()
-      })
+      Effect.forEach([...sessions.values()], endSession, { discard: true }).pipe(
+        Effect.ensuring(Effect.sync(() => sessions.clear()))
+      )
     )
 
     const operations = makeOperations(settings, paths, sessions, events, watcher)
@@ -182,12 +181,13 @@ export const make = (
   })
 
 /** Ends a session here: closes its addon object (the server deletes its nodes) and never uses it again. */
-const endSession = (session: Session): void => {
-  if (session.ended) return
-  session.ended = true
-  session.connected = false
-  session.handle.close()
-}
+const endSession = (session: Session): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (session.ended) return Effect.void
+    session.ended = true
+    session.connected = false
+    return closeHandle(session.handle, session.moved)
+  })
 
 /** Closes the session once its timeout has passed since the last renewal was sent (see the module comment). */
 const watchdog = (session: Session, sessions: Map<string, Session>): Effect.Effect<void> =>
@@ -196,9 +196,8 @@ const watchdog = (session: Session, sessions: Map<string, Session>): Effect.Effe
       const due = session.lastRenewalMillis + session.timeoutMillis
       const now = yield* nowMillis
       if (now >= due) {
-        endSession(session)
         sessions.delete(session.id)
-        return
+        return yield* endSession(session)
       }
       yield* Effect.sleep(Duration.millis(due - now))
     }
@@ -223,7 +222,7 @@ const makeWatcher = (
   Effect.gen(function*() {
     const connect = open(driver, settings, paths, watcherTimeoutMillis, { emit: events.emit, ended: () => undefined })
     let session = yield* connect
-    yield* Effect.addFinalizer(() => Effect.sync(() => endSession(session)))
+    yield* Effect.addFinalizer(() => Effect.suspend(() => endSession(session)))
     yield* ensureRoot(session, settings)
     const lock = yield* Effect.makeSemaphore(1)
     return {
@@ -451,11 +450,11 @@ const makeOperations = (
     Effect.suspend(() => {
       const session = sessions.get(sessionId)
       if (session === undefined) return Effect.void
-      const close = Effect.sync(() => {
+      const close = Effect.suspend(() => {
         const groups = [...session.groups]
-        endSession(session)
         sessions.delete(session.id)
         for (const group of groups) events.emit(Hint.GroupChanged({ group }))
+        return endSession(session)
       })
       if (session.ended || !session.connected) return close
       const held = [...session.leases]

@@ -17,7 +17,9 @@
  * - the addon closes a session (as if expired) after `response_counter_limit` polls in a row that
  *   bring nothing (default 10): set far out of reach here, so only the server expires a session.
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { closeSync, openSync, readdirSync, readlinkSync } from "node:fs"
 import { BackendError, loadDriver } from "../../LeaseBackend.js"
 
 /** Return codes of the C client used here. */
@@ -82,9 +84,93 @@ export const loadZookeeper: Effect.Effect<Driver, BackendError> = Effect.map(
   }
 )
 
-/** A non-zero return code as an error: `<rc> <message>`, as the addon's promise API words it. */
-export const failure = (operation: string, rc: number, message: string): BackendError =>
-  new BackendError({ backend: "zookeeper", operation, cause: new Error(`${rc} ${message}`) })
+/**
+ * Creating and closing addon objects, one at a time, a loop turn apart, and a defect of the addon
+ * this backend works around.
+ *
+ * The addon watches a session's socket with a libuv poll handle and never checks the result of
+ * `uv_poll_init`. After an object whose connection was lost and re-established (an ensemble
+ * failover) is closed, the descriptor number of its socket stays registered with libuv: every later
+ * socket that gets that number (the next session's) is never polled, and that session never connects
+ * (seen in the ensemble tests: after a failover, closing a session made every later session of the
+ * process hang; a new process was fine). So, when such an object is closed, the backend keeps that
+ * descriptor number occupied (a read-only `/dev/null`, one descriptor per session closed after its
+ * connection moved, for the life of the process). Objects are also created only after a loop turn
+ * has passed since the last close (`sleep(1 ms)` resumes in a later turn's timer phase, after the
+ * close phase of the turn the close happened in), so a socket never takes a number whose poll handle
+ * libuv is still closing.
+ */
+const lifecycle = Effect.unsafeMakeSemaphore(1)
+const nextTurn = Effect.sleep(Duration.millis(1))
+
+/** Creates an addon object, wires it with `setup` and starts it with `config` (see `lifecycle`). */
+export const createHandle = (
+  driver: Driver,
+  setup: (handle: Handle) => void,
+  config: Parameters<Handle["init"]>[0]
+): Effect.Effect<Handle> =>
+  lifecycle.withPermits(1)(Effect.zipRight(
+    nextTurn,
+    Effect.sync(() => {
+      const handle = driver()
+      setup(handle)
+      handle.init(config)
+      return handle
+    })
+  ))
+
+/** The socket descriptors of this process (Linux `/proc`; empty where it cannot be read). */
+const socketDescriptors = (): Set<number> => {
+  const sockets = new Set<number>()
+  let names: Array<string>
+  try {
+    names = readdirSync("/proc/self/fd")
+  } catch {
+    return sockets // no /proc: the workaround cannot apply
+  }
+  for (const name of names) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${name}`).startsWith("socket:")) sockets.add(Number(name))
+    } catch {
+      // closed while listing
+    }
+  }
+  return sockets
+}
+
+/** Keeps descriptor number `fd` open on `/dev/null` (lower free numbers are taken and given back on the way). */
+const occupy = (fd: number): void => {
+  const passed: Array<number> = []
+  try {
+    for (let i = 0; i <= fd; i++) {
+      const opened = openSync("/dev/null", "r")
+      if (opened === fd) return
+      if (opened > fd) {
+        closeSync(opened) // someone else took it meanwhile: nothing to protect
+        return
+      }
+      passed.push(opened)
+    }
+  } finally {
+    for (const extra of passed) closeSync(extra)
+  }
+}
+
+/**
+ * Closes an addon object (see `lifecycle`); the object is never used again. `moved`: its connection
+ * was lost and re-established at some point, so its descriptor number is kept occupied.
+ */
+export const closeHandle = (handle: Handle, moved = false): Effect.Effect<void> =>
+  lifecycle.withPermits(1)(Effect.zipLeft(
+    Effect.sync(() => {
+      if (!moved) return void handle.close()
+      const before = socketDescriptors()
+      handle.close()
+      const after = socketDescriptors()
+      for (const fd of before) if (!after.has(fd)) occupy(fd)
+    }),
+    nextTurn
+  ))
 
 /** The codes that mean the session is gone (expired, or closed here). */
 export const isSessionGone = (rc: number): boolean =>

@@ -7,9 +7,10 @@
  * loop, each record belongs to one backend and is only touched from those callbacks and from that
  * backend's operations, which run on the same thread and never interleave inside one callback.
  */
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import { BackendError, Hint } from "../../LeaseBackend.js"
-import { type Driver, type Handle, Rc, type Stat } from "./driver.js"
+import { closeHandle, createHandle, type Driver, type Handle, Rc, type Stat } from "./driver.js"
 import type { Settings } from "./options.js"
 
 /** What the backend knows of one session. */
@@ -21,6 +22,8 @@ export interface Session {
   readonly timeoutMillis: number
   /** `false` between `connecting` (connection lost) and the next `connect`. */
   connected: boolean
+  /** The connection was lost at least once (see `closeHandle`). */
+  moved: boolean
   /** Expired, closed, or given up by the backend: answers `Expired` from now on, forever. */
   ended: boolean
   /** The leases the session holds, name -> token: the set a renewal lists. */
@@ -123,106 +126,105 @@ export const open = (
   timeoutMillis: number,
   events: Events
 ): Effect.Effect<Session, BackendError> =>
-  Effect.async<Session, BackendError>((resume) => {
-    const handle = driver()
+  Effect.gen(function*() {
+    const opened = yield* Deferred.make<Session, BackendError>()
     let session: Session | undefined
-    let settled = false
-    handle.on("connect", () => {
-      if (session === undefined) {
-        settled = true
-        session = {
-          id: handle.client_id,
-          handle,
-          timeoutMillis: handle.timeout,
-          connected: true,
-          ended: false,
-          leases: new Map(),
-          version: 0,
-          groups: new Set(),
-          uncertain: new Set(),
-          watchedLeases: new Set(),
-          watchedGroups: new Set(),
-          lastRenewalMillis: 0
+    const setup = (handle: Handle) => {
+      handle.on("connect", () => {
+        if (session === undefined) {
+          session = {
+            id: handle.client_id,
+            handle,
+            timeoutMillis: handle.timeout,
+            connected: true,
+            moved: false,
+            ended: false,
+            leases: new Map(),
+            version: 0,
+            groups: new Set(),
+            uncertain: new Set(),
+            watchedLeases: new Set(),
+            watchedGroups: new Set(),
+            lastRenewalMillis: 0
+          }
+          Deferred.unsafeDone(opened, Effect.succeed(session))
+          return
         }
-        resume(Effect.succeed(session))
-        return
-      }
-      const wasConnected = session.connected
-      session.connected = true
-      if (wasConnected || session.ended) return
-      // Back on the same session: the C client re-registered its watches (SetWatches), and events
-      // missed while away arrive now. A hint per watched name costs a candidate one acquire and
-      // covers any release the client library could not replay.
-      for (const name of session.watchedLeases) {
-        if (!session.leases.has(name)) events.emit(Hint.Released({ name }))
-      }
-      for (const group of session.watchedGroups) events.emit(Hint.GroupChanged({ group }))
-    })
-    handle.on("connecting", () => {
-      if (session !== undefined) session.connected = false
-    })
-    handle.on("close", (_handle, code) => {
-      if (session === undefined) {
-        if (!settled) {
-          settled = true
-          resume(Effect.fail(new BackendError({ backend: "zookeeper", operation: "openSession", cause: `closed while connecting (code ${code})` })))
+        const wasConnected = session.connected
+        session.connected = true
+        if (wasConnected || session.ended) return
+        // Back on the same session: the C client re-registered its watches (SetWatches), and events
+        // missed while away arrive now. A hint per watched name costs a candidate one acquire and
+        // covers any release the client library could not replay.
+        for (const name of session.watchedLeases) {
+          if (!session.leases.has(name)) events.emit(Hint.Released({ name }))
         }
-        return
+        for (const group of session.watchedGroups) events.emit(Hint.GroupChanged({ group }))
+      })
+      handle.on("connecting", () => {
+        if (session === undefined) return
+        session.connected = false
+        session.moved = true
+      })
+      handle.on("close", (_handle, code) => {
+        if (session === undefined) {
+          Deferred.unsafeDone(
+            opened,
+            Effect.fail(new BackendError({ backend: "zookeeper", operation: "openSession", cause: `closed while connecting (code ${code})` }))
+          )
+          return
+        }
+        session.connected = false
+        if (!session.ended) {
+          session.ended = true
+          events.ended(session)
+        }
+      })
+      handle.on("deleted", (_handle, path) => {
+        const name = paths.leaseOf(path)
+        if (name === undefined || session === undefined) return
+        drop(session, name)
+        session.watchedLeases.delete(name)
+        events.emit(Hint.Released({ name }))
+      })
+      const rewatch = (_handle: unknown, path: string) => {
+        // `created`: free when read, taken since; `changed`: still there. Watch it again, to hear
+        // of its release.
+        const name = paths.leaseOf(path)
+        if (name !== undefined && session !== undefined && !session.ended) watchLease(session, paths, name, events)
       }
-      session.connected = false
-      if (!session.ended) {
-        session.ended = true
-        events.ended(session)
-      }
-    })
-    handle.on("deleted", (_handle, path) => {
-      const name = paths.leaseOf(path)
-      if (name === undefined || session === undefined) return
-      drop(session, name)
-      session.watchedLeases.delete(name)
-      events.emit(Hint.Released({ name }))
-    })
-    handle.on("created", (_handle, path) => {
-      // Free when read, taken since: watch it again, to hear of its release.
-      const name = paths.leaseOf(path)
-      if (name !== undefined && session !== undefined && !session.ended) watchLease(session, paths, name, events)
-    })
-    handle.on("changed", (_handle, path) => {
-      const name = paths.leaseOf(path)
-      if (name !== undefined && session !== undefined && !session.ended) watchLease(session, paths, name, events)
-    })
-    handle.on("child", (_handle, path) => {
-      const group = paths.groupOf(path)
-      if (group === undefined || session === undefined) return
-      events.emit(Hint.GroupChanged({ group }))
-      if (!session.ended && session.watchedGroups.has(group)) {
-        session.handle.a_get_children(path, true, () => undefined)
-      }
-    })
-    handle.init({
+      handle.on("created", rewatch)
+      handle.on("changed", rewatch)
+      handle.on("child", (_handle, path) => {
+        const group = paths.groupOf(path)
+        if (group === undefined || session === undefined) return
+        events.emit(Hint.GroupChanged({ group }))
+        if (!session.ended && session.watchedGroups.has(group)) {
+          session.handle.a_get_children(path, true, () => undefined)
+        }
+      })
+    }
+    const handle = yield* createHandle(driver, setup, {
       connect: settings.connect,
       timeout: timeoutMillis,
       // Never close a live session on the addon's own "no response" count (see driver.ts).
       response_counter_limit: 2_147_483_647,
       debug_level: 0
     })
-    return Effect.sync(() => {
-      if (!settled) {
-        settled = true
-        handle.close()
-      }
-    })
-  }).pipe(
-    Effect.timeoutFail({
-      duration: settings.connectTimeout,
-      onTimeout: () =>
-        new BackendError({
-          backend: "zookeeper",
-          operation: "openSession",
-          cause: `not connected to ${settings.connect} within ${settings.connectTimeout} ms`
-        })
-    })
-  )
+    return yield* Deferred.await(opened).pipe(
+      Effect.timeoutFail({
+        duration: settings.connectTimeout,
+        onTimeout: () =>
+          new BackendError({
+            backend: "zookeeper",
+            operation: "openSession",
+            cause: `not connected to ${settings.connect} within ${settings.connectTimeout} ms`
+          })
+      }),
+      // Not connected (failed, timed out or interrupted): this object is never used.
+      Effect.onExit((exit) => exit._tag === "Success" ? Effect.void : closeHandle(handle))
+    )
+  })
 
 /** One reply of a pipelined request. */
 export interface Reply<A> {

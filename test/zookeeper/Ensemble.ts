@@ -1,0 +1,157 @@
+/**
+ * A private 3-node ZooKeeper ensemble for the ensemble tests: three `QuorumPeerMain` JVMs (from the
+ * Debian package that `scripts/services.sh` installs) on free loopback ports, under a temporary
+ * directory, each in its own process group. Only these pids are ever signalled; `stop` kills them
+ * and removes the directory.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { connect, createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+const jars = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
+
+export const tickTime = 500
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+/** Sends a four-letter word and returns the answer ("" when the server does not answer within 1 s). */
+export const fourLetters = (port: number, word: string) =>
+  new Promise<string>((resolve) => {
+    let answer = ""
+    const socket = connect(port, "127.0.0.1", () => socket.write(word))
+    const timer = setTimeout(() => socket.destroy(), 1000)
+    socket.on("data", (chunk) => (answer += chunk.toString()))
+    socket.on("error", () => undefined)
+    socket.on("close", () => {
+      clearTimeout(timer)
+      resolve(answer)
+    })
+  })
+
+export type Mode = "leader" | "follower" | "down"
+
+export const modeOf = async (port: number): Promise<Mode> => {
+  const answer = await fourLetters(port, "srvr")
+  const mode = /Mode: (\w+)/.exec(answer)?.[1]
+  return mode === "leader" || mode === "follower" ? mode : "down"
+}
+
+export interface Node {
+  readonly id: number
+  readonly clientPort: number
+  process: ChildProcess | undefined
+}
+
+export interface Ensemble {
+  readonly nodes: ReadonlyArray<Node>
+  /** `host:port,host:port,host:port` of the client ports. */
+  readonly connect: string
+  readonly start: (node: Node) => void
+  /** Sends `signal` to the node's process group. */
+  readonly signal: (node: Node, signal: NodeJS.Signals) => void
+  /** The node that leads, once one does (within `timeoutMs`). */
+  readonly awaitLeader: (timeoutMs: number, among?: ReadonlyArray<Node>) => Promise<Node>
+  readonly stop: () => void
+}
+
+export const start = async (): Promise<Ensemble> => {
+  const dir = mkdtempSync(join(tmpdir(), "simba-zk-ensemble-"))
+  const ports = await Promise.all(Array.from({ length: 9 }, freePort))
+  const nodes: Array<Node> = [1, 2, 3].map((id) => ({ id, clientPort: ports[id - 1]!, process: undefined }))
+  const servers = nodes.map((node) => `server.${node.id}=127.0.0.1:${ports[2 + node.id]}:${ports[5 + node.id]}`)
+  for (const node of nodes) {
+    const home = join(dir, String(node.id))
+    mkdirSync(join(home, "data"), { recursive: true })
+    writeFileSync(join(home, "data", "myid"), `${node.id}\n`)
+    writeFileSync(
+      join(home, "zoo.cfg"),
+      [
+        `tickTime=${tickTime}`,
+        "initLimit=10",
+        "syncLimit=4",
+        "minSessionTimeout=1000",
+        "maxSessionTimeout=60000",
+        `dataDir=${join(home, "data")}`,
+        `clientPort=${node.clientPort}`,
+        "clientPortAddress=127.0.0.1",
+        "maxClientCnxns=0",
+        "admin.enableServer=false",
+        "forceSync=no",
+        "preAllocSize=4096",
+        ...servers
+      ].join("\n") + "\n"
+    )
+    writeFileSync(
+      join(home, "log4j.properties"),
+      [
+        "log4j.rootLogger=INFO, FILE",
+        "log4j.appender.FILE=org.apache.log4j.FileAppender",
+        `log4j.appender.FILE.File=${join(home, "zookeeper.log")}`,
+        "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout",
+        "log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %m%n"
+      ].join("\n") + "\n"
+    )
+  }
+  const startNode = (node: Node) => {
+    const home = join(dir, String(node.id))
+    node.process = spawn("java", [
+      "-Xms32m",
+      "-Xmx128m",
+      "-XX:+UseSerialGC",
+      "-XX:TieredStopAtLevel=1",
+      "-Dzookeeper.admin.enableServer=false",
+      "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat,mntr",
+      `-Dlog4j.configuration=file:${join(home, "log4j.properties")}`,
+      "-cp",
+      [home, ...jars].join(":"),
+      "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+      join(home, "zoo.cfg")
+    ], { detached: true, stdio: "ignore" })
+  }
+  const signal = (node: Node, sig: NodeJS.Signals) => {
+    const pid = node.process?.pid
+    if (pid === undefined || node.process!.exitCode !== null || node.process!.signalCode !== null) return
+    try {
+      process.kill(-pid, sig)
+    } catch {
+      // already gone
+    }
+  }
+  const awaitLeader = async (timeoutMs: number, among: ReadonlyArray<Node> = nodes) => {
+    const until = performance.now() + timeoutMs
+    for (;;) {
+      const modes = await Promise.all(among.map((node) => modeOf(node.clientPort)))
+      const leader = among.find((_, i) => modes[i] === "leader")
+      // A leader that serves: its followers among `among` are up too (a quorum).
+      if (leader !== undefined && modes.filter((mode) => mode !== "down").length >= 2) return leader
+      if (performance.now() > until) throw new Error(`no ZooKeeper leader within ${timeoutMs} ms (modes ${modes.join(", ")})`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+  for (const node of nodes) startNode(node)
+  return {
+    nodes,
+    connect: nodes.map((node) => `127.0.0.1:${node.clientPort}`).join(","),
+    start: startNode,
+    signal,
+    awaitLeader,
+    stop: () => {
+      for (const node of nodes) {
+        signal(node, "SIGCONT")
+        signal(node, "SIGKILL")
+      }
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
