@@ -345,6 +345,7 @@ const main = async () => {
         `load average now ${loadavg().map((x) => x.toFixed(2)).join(" ")}; total ${((Date.now() - started) / 1000).toFixed(0)} s.`
     )
     console.log(`Wrote ${out}`)
+    await (await import("./zookeeper.js")).main(log) // ZooKeeper: bench/results-zookeeper.json
   } finally {
     const deleted = await deleteKeys(monitor, [`${prefix}:`, `mutex:${prefix}:`])
     log(`deleted ${deleted} keys under ${prefix}`)
