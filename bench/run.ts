@@ -346,6 +346,7 @@ const main = async () => {
     )
     console.log(`Wrote ${out}`)
     await (await import("./zookeeper.js")).main(log) // ZooKeeper: bench/results-zookeeper.json
+    await (await import("./sql.js")).main(log) // PostgreSQL and MySQL/MariaDB: bench/results-sql.json
   } finally {
     const deleted = await deleteKeys(monitor, [`${prefix}:`, `mutex:${prefix}:`])
     log(`deleted ${deleted} keys under ${prefix}`)

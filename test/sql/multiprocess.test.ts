@@ -8,7 +8,7 @@
  * - SIGSTOP of the new leader past its lease: the third process leads; on SIGCONT the paused process
  *   finds its term ended (its local deadline passed) and competes again on a new session;
  * - SIGTERM of the leader: the lease is released and the waiting process leads at once (PostgreSQL:
- *   the NOTIFY; MySQL: the waiter's 50 ms poll), long before any expiry;
+ *   the NOTIFY; MySQL: the waiter's 60 ms poll), long before any expiry;
  * - the fenced log: in the order the database applied the writes, tokens never go down, and each
  *   token is one process's.
  *

@@ -6,8 +6,9 @@
  *
  * MySQL has no push. Hints come from the backend itself: a release made through it is hinted at
  * once to the candidates of this process, and while local candidates wait, one query every
- * `pollInterval` (50 ms) asks which of the names they wait on are free (released, or their holder's
- * session expired), whatever the number of names: at most 20 queries/s per waiting process, none
+ * `pollInterval` (60 ms) asks which of the names they wait on are free (released, or their holder's
+ * session expired), whatever the number of names: about 17 queries/s per waiting process (plus its
+ * renewals and the client's own retries, under 20 in all), none
  * while nobody waits. Membership changes are not hinted: members see them at their next renewal.
  *
  * `@effect/sql-mysql2` (and `mysql2`) is an optional peer: loaded when a layer of this module is
@@ -58,13 +59,13 @@ const install = "npm install @effect/sql-mysql2 @effect/sql"
 export interface MysqlClientOptions extends ClientOptions {
   /**
    * How often the names local candidates wait on are checked (one query for all of them, only while
-   * some wait): the longest a hand-over between processes waits for. Default 50 ms.
+   * some wait): the longest a hand-over between processes waits for. Default 60 ms.
    */
   readonly pollInterval?: Duration.DurationInput | undefined
 }
 
 const pollIntervalOf = (input: Duration.DurationInput | undefined): Effect.Effect<Duration.Duration, SimbaConfigError> => {
-  if (input === undefined) return Effect.succeed(Duration.millis(50))
+  if (input === undefined) return Effect.succeed(Duration.millis(60))
   const decoded = Duration.decodeUnknown(input)
   return Option.isSome(decoded) && Duration.toMillis(decoded.value) >= 1 && Duration.isFinite(decoded.value)
     ? Effect.succeed(decoded.value)

@@ -57,7 +57,7 @@ export interface Settings {
   readonly hints: Stream.Stream<Hint> | undefined
   /** The names local candidates were refused (`waiting.ts`). */
   readonly waiting: Waiting.Waiting
-  /** How often the waited names are checked when there are no pushed hints. Default 50 ms. */
+  /** How often the waited names are checked when there are no pushed hints. Default 60 ms. */
   readonly pollInterval?: Duration.Duration | undefined
 }
 
@@ -287,7 +287,7 @@ export const make = (
       yield* poll.pipe(
         // A failed poll only delays a wake-up: candidates still retry on their own.
         Effect.catchAllCause(() => Effect.void),
-        Effect.repeat(Schedule.spaced(settings.pollInterval ?? Duration.millis(50))),
+        Effect.repeat(Schedule.spaced(settings.pollInterval ?? Duration.millis(60))),
         Effect.forkScoped
       )
     }

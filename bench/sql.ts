@@ -1,0 +1,388 @@
+/**
+ * The SQL sections of the benchmark (PostgreSQL at `BENCH_PG_URL`, default
+ * postgres://postgres@127.0.0.1:5432/test; MariaDB/MySQL at `BENCH_MYSQL_URL`, default
+ * mysql://root@127.0.0.1:3306/test), run by `npm run bench` after the Redis sections, or alone:
+ * `node --conditions=simba-source --import tsx bench/sql.ts`. Prints a table and writes
+ * `bench/results-sql.json`: `{ bench, metric, unit, postgres, mysql, peerPostgres, peerMysql }`.
+ *
+ * Per database, in one process, tables under the prefix `simba_bench_`:
+ * - floor: `SELECT 1` through the same `@effect/sql` client, median of 1,000;
+ * - uncontended: `withLock` on a fresh name (Simba client, lease 3 s), median of 500 after 100
+ *   warm-up; the backend alone (acquire + release); beside it the raw advisory-lock pair on one
+ *   reserved connection (PostgreSQL `pg_advisory_lock` + `pg_advisory_unlock`, which is what the
+ *   `advisory-lock` package sends; MySQL `GET_LOCK` + `RELEASE_LOCK`);
+ * - handover: a holder (its own backend: pool and LISTEN connection) releases while a waiter (another
+ *   backend) waits 10–40 ms; release → waiter holds, 30 runs; the waiter's queries per handover and
+ *   per second of a 2 s wait, counted on its `SqlClient` (acquires, renewals, MySQL polls);
+ * - renew: a client holding 1,000 leases: its queries per renew interval over 3 s; an unchanged
+ *   renewal's latency and the rows it touches, read from `pg_stat_xact_user_tables` /
+ *   `SHOW SESSION STATUS LIKE 'Handler_%'` around one direct call of the routine;
+ * - failover: the holder freezes (every backend call hangs, as a process stopped by `kill -9` or
+ *   SIGSTOP), at a random phase of its renewals; freeze → waiter holds, 4 runs, lease 2 s.
+ */
+import type { SqlClient as SqlClientService } from "@effect/sql/SqlClient"
+import { SqlClient } from "@effect/sql/SqlClient"
+import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
+import { writeFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { BackendError, LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
+import * as MysqlBackend from "../src/layers/sql/MysqlBackend.js"
+import * as PgBackend from "../src/layers/sql/PgBackend.js"
+import * as Simba from "../src/Simba.js"
+import type { SimbaClient } from "../src/Simba.js"
+import { median, now, percentile, randomHex, sleep } from "./util.js"
+
+const pgUrl = process.env["BENCH_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/test"
+const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root@127.0.0.1:3306/test"
+const prefix = "simba_bench_"
+const settings = { leaseDuration: "3 seconds" } as const
+
+type Db = "postgres" | "mysql"
+
+interface Row {
+  readonly bench: string
+  readonly metric: string
+  readonly unit: string
+  readonly postgres: number | null
+  readonly mysql: number | null
+  readonly peerPostgres: number | null
+  readonly peerMysql: number | null
+}
+
+/** Counts the queries a backend sends: wraps `unsafe` of the client and of its `withoutTransforms()`. */
+const counting = (sql: SqlClientService, count: Ref.Ref<number>): SqlClientService => {
+  const wrap = (target: SqlClientService): SqlClientService =>
+    new Proxy(target, {
+      get(t, property, receiver) {
+        if (property === "unsafe") {
+          return (text: string, params?: ReadonlyArray<unknown>) => {
+            Effect.runSync(Ref.update(count, (n) => n + 1))
+            return t.unsafe(text, params)
+          }
+        }
+        if (property === "withoutTransforms") return () => wrap(t.withoutTransforms())
+        const value: unknown = Reflect.get(t, property, receiver)
+        return typeof value === "function" ? value.bind(t) : value
+      }
+    })
+  return wrap(sql)
+}
+
+/** A backend with a pool (and PG LISTEN connection) of its own, its queries counted. */
+const backendOf = (db: Db, count: Ref.Ref<number>): Effect.Effect<LeaseBackendService, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    const client = db === "postgres"
+      ? PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 4 })
+      : MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 4 })
+    const context = yield* Layer.build(client)
+    const sql = counting(context.unsafeMap.get(SqlClient.key) as SqlClientService, count)
+    return db === "postgres"
+      ? yield* PgBackend.make(sql, { tablePrefix: prefix, listenUrl: pgUrl })
+      : yield* MysqlBackend.make(sql, { tablePrefix: prefix })
+  })
+
+const clientOn = (backend: LeaseBackendService, input: Parameters<typeof Simba.make>[0] = settings) =>
+  Simba.make(input).pipe(Effect.provideService(LeaseBackend, backend))
+
+const rawClient = (db: Db) =>
+  db === "postgres"
+    ? PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
+    : MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 2 })
+
+const timed = (n: number, op: (i: number) => Effect.Effect<unknown, unknown>) =>
+  Effect.gen(function*() {
+    const samples: Array<number> = []
+    for (let i = 0; i < n; i++) {
+      const t0 = now()
+      yield* op(i)
+      samples.push(now() - t0)
+    }
+    return samples
+  })
+
+interface DbResult {
+  readonly floor: number
+  readonly uncontended: number
+  readonly uncontendedP99: number
+  readonly backendOnly: number
+  readonly peerPair: number
+  readonly handoverMedian: number
+  readonly handoverP90: number
+  readonly waiterQueriesPerHandover: number
+  readonly waiterQueriesPerSecond: number
+  readonly renewQueriesPerInterval: number
+  readonly renewLatency: number
+  readonly renewRowsTouched: number
+  readonly failoverMedian: number
+  readonly failoverMax: number
+}
+
+const runDb = (db: Db, log: (line: string) => void) =>
+  Effect.gen(function*() {
+    const run = randomHex(4)
+    const sql = yield* SqlClient
+    log(`${db}: floor`)
+    const floor = yield* timed(1000, () => sql.unsafe("SELECT 1"))
+
+    log(`${db}: uncontended`)
+    const count = yield* Ref.make(0)
+    const backend = yield* backendOf(db, count)
+    const { sessionId } = yield* backend.openSession(millisOf(60_000))
+    const pair = (name: string) =>
+      Effect.flatMap(backend.acquire(sessionId, name), (reply) =>
+        reply._tag === "Granted" ? backend.release(sessionId, name, reply.token) : Effect.dieMessage(reply._tag))
+    yield* timed(100, (i) => pair(`b-warm-${run}-${i}`))
+    const backendOnly = yield* timed(500, (i) => pair(`b-${run}-${i}`))
+    yield* backend.closeSession(sessionId)
+    const client = yield* clientOn(backend)
+    yield* timed(100, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
+    const uncontended = yield* timed(500, (i) => client.withLock(`u-${run}-${i}`, Effect.void))
+    const peerPair = yield* Effect.scoped(Effect.gen(function*() {
+      const conn = yield* sql.reserve
+      const lock = db === "postgres"
+        ? (key: number) => Effect.zipRight(
+          conn.executeRaw("SELECT pg_advisory_lock($1)", [key]),
+          conn.executeRaw("SELECT pg_advisory_unlock($1)", [key])
+        )
+        : (key: number) => Effect.zipRight(
+          conn.executeRaw("SELECT GET_LOCK(?, 10)", [`bench-${run}-${key}`]),
+          conn.executeRaw("SELECT RELEASE_LOCK(?)", [`bench-${run}-${key}`])
+        )
+      yield* timed(100, (i) => lock(1_000_000 + i))
+      return yield* timed(500, (i) => lock(i))
+    }))
+
+    log(`${db}: handover`)
+    const waiterCount = yield* Ref.make(0)
+    const holder = yield* clientOn(yield* backendOf(db, yield* Ref.make(0)))
+    const waiter = yield* clientOn(yield* backendOf(db, waiterCount))
+    yield* waiter.withLock(`hw-warm-${run}`, Effect.void)
+    const handovers: Array<number> = []
+    let waiterQueries = 0
+    for (let i = 0; i < 35; i++) {
+      const name = `h-${run}-${i}`
+      const holding = yield* Scope.make()
+      yield* Scope.extend(holder.lock(name), holding)
+      const acquired = yield* Deferred.make<number>()
+      const before = yield* Ref.get(waiterCount)
+        const fiber = yield* Effect.fork(waiter.withLock(name, Effect.flatMap(Effect.sync(now), (at) => Deferred.succeed(acquired, at))))
+      yield* Effect.promise(() => sleep(10 + Math.random() * 30))
+      const released = now()
+      yield* Scope.close(holding, Exit.void)
+      const at = yield* Deferred.await(acquired)
+      const after = yield* Ref.get(waiterCount)
+      yield* Fiber.join(fiber)
+      if (i >= 5) {
+        handovers.push(at - released)
+        waiterQueries += after - before
+      }
+    }
+    // A long wait (2 s): the waiter's queries per second while it waits (its first try excluded).
+    const longName = `hl-${run}`
+    const longHolding = yield* Scope.make()
+    yield* Scope.extend(holder.lock(longName), longHolding)
+    const longFiber = yield* Effect.fork(waiter.withLock(longName, Effect.void))
+    yield* Effect.promise(() => sleep(100))
+    const longBefore = yield* Ref.get(waiterCount)
+    yield* Effect.promise(() => sleep(2000))
+    const waiterQueriesPerSecond = ((yield* Ref.get(waiterCount)) - longBefore) / 2
+    yield* Scope.close(longHolding, Exit.void)
+    yield* Fiber.join(longFiber)
+
+    log(`${db}: renew of 1,000 held leases`)
+    const renewCount = yield* Ref.make(0)
+    const renewBackend = yield* backendOf(db, renewCount)
+    const renewer = yield* clientOn(renewBackend)
+    yield* Effect.forEach(
+      Array.from({ length: 1000 }, (_, i) => `r-${run}-${i}`),
+      (name) => renewer.lock(name),
+      { concurrency: 8, discard: true }
+    )
+    yield* Effect.promise(() => sleep(1200))
+    const renew0 = yield* Ref.get(renewCount)
+    yield* Effect.promise(() => sleep(3000))
+    const renewQueriesPerInterval = ((yield* Ref.get(renewCount)) - renew0) / 3
+    // One unchanged renewal, direct: latency and rows touched.
+    const direct = yield* backendOf(db, yield* Ref.make(0))
+    const s = yield* direct.openSession(millisOf(60_000))
+    yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => `d-${run}-${i}`), (name) => direct.acquire(s.sessionId, name), {
+      concurrency: 8,
+      discard: true
+    })
+    const first = yield* direct.keepAlive(s.sessionId, millisOf(60_000))
+    const version = first._tag === "Live" ? first.version : undefined
+    const renewLatency = yield* timed(50, () => direct.keepAlive(s.sessionId, millisOf(60_000), version))
+    const renewRowsTouched = yield* rowsTouched(db, sql, s.sessionId, version ?? "0")
+    yield* direct.closeSession(s.sessionId)
+
+    log(`${db}: failover after a freeze (4 runs, lease 2 s)`)
+    const failovers: Array<number> = []
+    for (let i = 0; i < 4; i++) {
+      const frozen = yield* Ref.make(false)
+      const base = yield* backendOf(db, yield* Ref.make(0))
+      const freezable = freezing(base, frozen)
+      const timing = { leaseDuration: "2 seconds" } as const
+      const h = yield* clientOn(freezable, timing)
+      const w = yield* clientOn(yield* backendOf(db, yield* Ref.make(0)), timing)
+      const name = `f-${run}-${i}`
+      yield* Effect.forkDaemon(h.withLock(name, Effect.never).pipe(Effect.ignore))
+      yield* awaitHeld(h, name)
+      yield* Effect.promise(() => sleep(Math.random() * 667))
+      const frozenAt = now()
+      yield* Ref.set(frozen, true)
+      const at = yield* w.withLock(name, Effect.sync(now))
+      failovers.push(at - frozenAt)
+    }
+
+    return {
+      floor: median(floor) * 1000,
+      uncontended: median(uncontended) * 1000,
+      uncontendedP99: percentile(uncontended, 99) * 1000,
+      backendOnly: median(backendOnly) * 1000,
+      peerPair: median(peerPair) * 1000,
+      handoverMedian: median(handovers),
+      handoverP90: percentile(handovers, 90),
+      waiterQueriesPerHandover: waiterQueries / handovers.length,
+      waiterQueriesPerSecond,
+      renewQueriesPerInterval,
+      renewLatency: median(renewLatency),
+      renewRowsTouched,
+      failoverMedian: median(failovers),
+      failoverMax: Math.max(...failovers)
+    } satisfies DbResult
+  }).pipe(Effect.scoped, Effect.provide(rawClient(db)))
+
+const millisOf = (ms: number) => Duration.millis(ms)
+
+/**
+ * Once `frozen` is set no call reaches the database (the holder's process stopped: its session is
+ * never closed); each hangs 3 s and fails, so the frozen client can still be closed at the end.
+ */
+const freezing = (backend: LeaseBackendService, frozen: Ref.Ref<boolean>): LeaseBackendService => {
+  const hang = Effect.zipRight(
+    Effect.sleep("3 seconds"),
+    Effect.fail(new BackendError({ backend: backend.backend, operation: "frozen", cause: "the holder is frozen" }))
+  )
+  const gate = <A>(call: Effect.Effect<A, BackendError>) => Effect.flatMap(Ref.get(frozen), (f) => (f ? hang : call))
+  return {
+    ...backend,
+    openSession: (ttl) => gate(backend.openSession(ttl)),
+    keepAlive: (id, ttl, known) => gate(backend.keepAlive(id, ttl, known)),
+    closeSession: (id) => gate(backend.closeSession(id)),
+    acquire: (id, name) => gate(backend.acquire(id, name)),
+    release: (id, name, token) => gate(backend.release(id, name, token)),
+    join: (id, group) => gate(backend.join(id, group)),
+    leave: (id, group) => gate(backend.leave(id, group)),
+    members: (group) => gate(backend.members(group))
+  }
+}
+
+const awaitHeld = (client: SimbaClient, name: string) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const snapshot = yield* client.snapshot
+      if (snapshot.elections.some((e) => e.name === name && e.token !== undefined)) return
+      yield* Effect.sleep("2 millis")
+    }
+  })
+
+/** Rows an unchanged renewal of a session holding 1,000 leases reads or writes, from the database's own counters. */
+const rowsTouched = (db: Db, sql: SqlClientService, sessionId: string, version: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const conn = yield* sql.reserve
+    if (db === "postgres") {
+      yield* conn.executeRaw("BEGIN", [])
+      yield* conn.executeRaw(`SELECT ${prefix}v1_keep_alive($1, 60000, $2)`, [sessionId, version])
+      const rows = yield* conn.executeValues(
+        `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) + n_tup_upd + n_tup_ins + n_tup_del), 0)
+         FROM pg_stat_xact_user_tables WHERE relname LIKE $1`,
+        [`${prefix}%`]
+      )
+      yield* conn.executeRaw("ROLLBACK", [])
+      return Number((rows[0] as ReadonlyArray<unknown>)[0])
+    }
+    const handlers = () =>
+      Effect.map(
+        conn.executeValues("SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_key', 'Handler_read_next', 'Handler_read_rnd_next', 'Handler_update', 'Handler_write', 'Handler_delete')", []),
+        (rows) => (rows as ReadonlyArray<ReadonlyArray<unknown>>).reduce((sum, row) => sum + Number(row[1]), 0)
+      )
+    const before = yield* handlers()
+    yield* conn.executeRaw(`CALL ${prefix}v1_keep_alive(?, 60000, ?)`, [sessionId, version])
+    const after = yield* handlers()
+    // SHOW STATUS itself reads its rows through handlers: measure it alone and subtract.
+    const again = yield* handlers()
+    return after - before - (again - after)
+  }))
+
+export const main = async (log: (line: string) => void = (line) => process.stderr.write(`bench: ${line}\n`)) => {
+  const results: Partial<Record<Db, DbResult>> = {}
+  for (const db of ["postgres", "mysql"] as const) {
+    results[db] = await Effect.runPromise(runDb(db, log))
+  }
+  const pg = results.postgres!
+  const my = results.mysql!
+  const rows: Array<Row> = []
+  const row = (bench: string, metric: string, unit: string, f: (r: DbResult) => number, peer?: (r: DbResult) => number) =>
+    rows.push({
+      bench,
+      metric,
+      unit,
+      postgres: f(pg),
+      mysql: f(my),
+      peerPostgres: peer ? peer(pg) : null,
+      peerMysql: peer ? peer(my) : null
+    })
+  row("sql floor", "SELECT 1 through @effect/sql, median", "µs", (r) => r.floor)
+  row("sql uncontended", "withLock on a fresh name, median (peer: raw advisory lock + unlock pair)", "µs", (r) => r.uncontended, (r) => r.peerPair)
+  row("sql uncontended", "withLock on a fresh name, p99", "µs", (r) => r.uncontendedP99)
+  row("sql uncontended", "LeaseBackend alone, acquire + release, median", "µs", (r) => r.backendOnly)
+  row("sql handover", "release → waiter holds, median of 30", "ms", (r) => r.handoverMedian)
+  row("sql handover", "release → waiter holds, p90 of 30", "ms", (r) => r.handoverP90)
+  row("sql handover", "waiter queries per handover (waits of 10–40 ms; first try and winning acquire included)", "queries", (r) => r.waiterQueriesPerHandover)
+  row("sql handover", "waiter queries/s during a 2 s wait (retries, renewals, polls)", "1/s", (r) => r.waiterQueriesPerSecond)
+  row("sql renew", "queries per renew interval, client holding 1,000 leases", "queries", (r) => r.renewQueriesPerInterval)
+  row("sql renew", "unchanged renewal of 1,000 leases, median latency", "ms", (r) => r.renewLatency)
+  row("sql renew", "rows read or written by one unchanged renewal of 1,000 leases", "rows", (r) => r.renewRowsTouched)
+  row("sql failover", "holder frozen → waiter holds, median of 4 (lease 2 s; bound 2,667 ms)", "ms", (r) => r.failoverMedian)
+  row("sql failover", "holder frozen → waiter holds, max of 4", "ms", (r) => r.failoverMax)
+
+  const out = fileURLToPath(new URL("./results-sql.json", import.meta.url))
+  writeFileSync(out, `${JSON.stringify(rows, null, 2)}\n`)
+  const fmt = (x: number | null) => (x === null || !Number.isFinite(x) ? "—" : Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(2))
+  const header = ["bench", "metric", "unit", "postgres", "mysql", "peer pg", "peer mysql"]
+  const body = rows.map((r) => [r.bench, r.metric, r.unit, fmt(r.postgres), fmt(r.mysql), fmt(r.peerPostgres), fmt(r.peerMysql)])
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => (i >= 3 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join("  ")
+  console.log()
+  console.log(line(header))
+  console.log(widths.map((w) => "-".repeat(w)).join("  "))
+  for (const b of body) console.log(line(b))
+  console.log()
+  const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
+  console.log("Targets (issue 9):")
+  for (const [label, r] of [["PostgreSQL", pg], ["MySQL/MariaDB", my]] as const) {
+    console.log(`  ${label}: uncontended within 1.5× of the advisory-lock pair: ${(r.uncontended / r.peerPair).toFixed(2)}× → ${verdict(r.uncontended <= 1.5 * r.peerPair)}`)
+    console.log(`  ${label}: renewal one round trip per interval: ${r.renewQueriesPerInterval.toFixed(2)} → ${verdict(r.renewQueriesPerInterval <= 1.05)}; rows touched ${r.renewRowsTouched}`)
+    console.log(`  ${label}: failover ≤ leaseDuration + renewInterval (2,667 ms): max ${r.failoverMax.toFixed(0)} ms → ${verdict(r.failoverMax <= 2667)}`)
+  }
+  console.log(`  PostgreSQL handover median < 2 ms with no waiter queries: ${pg.handoverMedian.toFixed(2)} ms, ${pg.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(pg.handoverMedian < 2 && pg.waiterQueriesPerSecond < 1)}`)
+  console.log(`  MySQL handover median < 100 ms at ≤ 20 queries/s: ${my.handoverMedian.toFixed(1)} ms, ${my.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(my.handoverMedian < 100 && my.waiterQueriesPerSecond <= 20)}`)
+  console.log(`Wrote ${out}`)
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((error: unknown) => {
+    console.error(error)
+    process.exitCode = 1
+  })
+}
