@@ -80,7 +80,7 @@ type Reply = typeof Reply.Type
 const decodeReply = Schema.decodeUnknown(Reply)
 
 const tokenPattern = /^[1-9][0-9]{0,18}$/
-const versionPattern = /^(0|[1-9][0-9]{0,18})$/
+const versionPattern = /^(0|[1-9][0-9]{0,17})$/
 const sessionIdPattern = /^[0-9a-f]{32}$/
 
 const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
