@@ -187,3 +187,46 @@ describe("SQL backend (postgres): hints", () => {
       yield* b.closeSession(waiter)
     }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
 })
+
+describe("SQL backend (postgres): timeouts", () => {
+  it.live("calls interrupted while blocked on a row lock are cancelled on the server and do not wedge the pool", () =>
+    Effect.gen(function*() {
+      const b = yield* LeaseBackend
+      const sql = yield* SqlClient
+      const blocked = (yield* b.openSession(ttl)).sessionId
+      const other = (yield* b.openSession(ttl)).sessionId
+      yield* Effect.scoped(Effect.gen(function*() {
+        // Another transaction holds the blocked session's row.
+        const conn = yield* sql.reserve
+        yield* conn.executeRaw("BEGIN", [])
+        yield* conn.executeRaw("SELECT 1 FROM simba_t_pgx_session WHERE id = $1 FOR UPDATE", [blocked])
+        // More interrupted calls than the pool has connections (2).
+        for (let i = 0; i < 4; i++) {
+          const result = yield* Effect.either(Effect.timeout(b.keepAlive(blocked, ttl), Duration.millis(100)))
+          expect(result._tag).toBe("Left")
+        }
+        // The pool still serves other sessions at once.
+        const start = performance.now()
+        live(yield* b.keepAlive(other, ttl))
+        expect(performance.now() - start).toBeLessThan(1000)
+        // No cancelled call is still waiting on the server (the cancel signal is handled asynchronously:
+        // allow it up to 2 s).
+        const waiting = sql.unsafe<{ n: string }>(
+          "SELECT count(*)::text AS n FROM pg_stat_activity WHERE query LIKE '%simba_t_pgx_v1_keep_alive%' AND state = 'active' AND pid <> pg_backend_pid()"
+        ).pipe(Effect.map((rows) => rows[0]?.n))
+        let left = yield* waiting
+        for (let i = 0; i < 40 && left !== "0"; i++) {
+          yield* Effect.sleep(Duration.millis(50))
+          left = yield* waiting
+        }
+        expect(left).toBe("0")
+        yield* conn.executeRaw("ROLLBACK", [])
+      }))
+      live(yield* b.keepAlive(blocked, ttl))
+      yield* b.closeSession(blocked)
+      yield* b.closeSession(other)
+    }).pipe(
+      Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_", maxConnections: 2 }), pgClient)),
+      Effect.scoped
+    ), 30_000)
+})
