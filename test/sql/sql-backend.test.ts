@@ -230,3 +230,49 @@ describe("SQL backend (postgres): timeouts", () => {
       Effect.scoped
     ), 30_000)
 })
+
+describe("SQL backend: layerFromClient", () => {
+  it.live("PostgreSQL: on a PgClient configured by host and port, releases come back as hints", () =>
+    Effect.gen(function*() {
+      const b = yield* LeaseBackend
+      const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
+      yield* b.hints.pipe(
+        Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
+        Effect.forkScoped
+      )
+      const sessionId = (yield* b.openSession(ttl)).sessionId
+      const name = unique("from-client")
+      // The LISTEN connection may take a round trip to be up: release until the hint comes back.
+      yield* Effect.gen(function*() {
+        const token = granted(yield* b.acquire(sessionId, name))
+        yield* b.release(sessionId, name, token)
+        yield* received.changes.pipe(
+          Stream.filter((hints) => hints.some((hint) => hint._tag === "Released" && hint.name === name)),
+          Stream.take(1),
+          Stream.runDrain,
+          Effect.timeoutFail({ duration: Duration.millis(300), onTimeout: () => new Error("no hint") })
+        )
+      }).pipe(Effect.retry(Schedule.recurs(20)))
+      yield* b.closeSession(sessionId)
+    }).pipe(
+      Effect.provide(
+        PgBackend.layerFromClient({ tablePrefix: "simba_t_pgx_" }).pipe(
+          Layer.provide(PgClient.layer({ host: "127.0.0.1", port: 5432, database: "test", username: "postgres" }))
+        )
+      ),
+      Effect.scoped
+    ), 30_000)
+
+  it.live("MySQL: on the application's MysqlClient", () =>
+    Effect.gen(function*() {
+      const b = yield* LeaseBackend
+      const sessionId = (yield* b.openSession(ttl)).sessionId
+      const name = unique("from-client")
+      const token = granted(yield* b.acquire(sessionId, name))
+      expect(live(yield* b.keepAlive(sessionId, ttl)).leases).toEqual([{ name, token }])
+      yield* b.closeSession(sessionId)
+    }).pipe(
+      Effect.provide(MysqlBackend.layerFromClient({ tablePrefix: "simba_t_myx_" }).pipe(Layer.provide(mysqlClient))),
+      Effect.scoped
+    ), 30_000)
+})

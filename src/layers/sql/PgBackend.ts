@@ -9,7 +9,7 @@
  *
  * - `layer(options)` / `layerConfig(config)`: a pool of its own (`SIMBA_PG_URL` with `config`);
  * - `layerFromClient(options)`: the `SqlClient` already in the application's context (a `PgClient`:
- *   its `config.url` also opens the `LISTEN` connection; without a URL there are no hints and
+ *   its `config` also opens the `LISTEN` connection; a client without one gives no hints, and
  *   candidates rely on their retries). Do not share a client whose calls run inside a transaction.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -48,29 +48,35 @@ const install = "npm install @effect/sql-pg @effect/sql"
 
 /** Options of `make` / `layerFromClient`. */
 export interface PgClientOptions extends ClientOptions {
-  /** Where the `LISTEN` connection for hints goes. Default: the client's own `config.url`, if any. */
+  /**
+   * Where the `LISTEN` connection for hints goes. Default: where the client connects (a `PgClient`'s
+   * `config`: its `url`, or its host, port, database and credentials); without either, no hints.
+   */
   readonly listenUrl?: Redacted.Redacted | string | undefined
 }
 
 // Through a variable: `pg` ships no types, and only its `Client` constructor is used (as `Listen.ListenClient`).
 const pgModule: string = "pg"
 
-const listenClientOf = (module: unknown): ((url: string) => Listen.ListenClient) | undefined => {
+/** How the `LISTEN` connection connects: `pg` `Client` options, built when it connects (secrets stay redacted until then). */
+type ListenConfig = () => Record<string, unknown>
+
+const listenClientOf = (module: unknown): ((config: Record<string, unknown>) => Listen.ListenClient) | undefined => {
   const candidates = typeof module === "object" && module !== null
     ? ["default" in module ? module.default : undefined, module]
     : []
   for (const candidate of candidates) {
     if (typeof candidate === "object" && candidate !== null && "Client" in candidate && typeof candidate.Client === "function") {
-      const Client = candidate.Client as new(config: { connectionString: string }) => Listen.ListenClient
-      return (url) => new Client({ connectionString: url })
+      const Client = candidate.Client as new(config: Record<string, unknown>) => Listen.ListenClient
+      return (config) => new Client(config)
     }
   }
   return undefined
 }
 
-/** The hints stream on a `LISTEN` connection to `url`, running for the scope. */
+/** The hints stream on a `LISTEN` connection, running for the scope. */
 const hintsOn = (
-  url: Redacted.Redacted,
+  config: ListenConfig,
   prefix: string,
   waiting: Waiting.Waiting
 ): Effect.Effect<Stream.Stream<Hint>, BackendError, Scope.Scope> =>
@@ -80,13 +86,32 @@ const hintsOn = (
     if (makeClient === undefined) {
       return yield* Effect.fail(new BackendError({ backend, operation: "loadDriver", cause: "the pg module has no Client" }))
     }
-    return yield* Listen.make(() => makeClient(Redacted.value(url)), channel(prefix), waiting)
+    return yield* Listen.make(() => makeClient(config()), channel(prefix), waiting)
   })
 
-const urlOfClient = (sql: SqlClient.SqlClient): Redacted.Redacted | undefined => {
-  const config = "config" in sql ? sql.config : undefined
-  const url = typeof config === "object" && config !== null && "url" in config ? config.url : undefined
-  return Redacted.isRedacted(url) ? url as Redacted.Redacted : typeof url === "string" ? Redacted.make(url) : undefined
+const fromUrl = (url: Redacted.Redacted): ListenConfig => () => ({ connectionString: Redacted.value(url) })
+
+/** The connection settings of a `PgClient` (its `config`): its `url`, or its host, port, database and credentials. */
+const listenConfigOfClient = (sql: SqlClient.SqlClient): ListenConfig | undefined => {
+  const config: unknown = "config" in sql ? sql.config : undefined
+  if (typeof config !== "object" || config === null) return undefined
+  const field = (key: string): unknown => (key in config ? (config as Record<string, unknown>)[key] : undefined)
+  const url = field("url")
+  if (Redacted.isRedacted(url)) return fromUrl(url as Redacted.Redacted)
+  if (typeof url === "string") return fromUrl(Redacted.make(url))
+  if (field("host") === undefined && field("database") === undefined) return undefined
+  return () => {
+    const password = field("password")
+    const settings: Record<string, unknown> = {
+      host: field("host"),
+      port: field("port"),
+      database: field("database"),
+      user: field("username"),
+      password: Redacted.isRedacted(password) ? Redacted.value(password as Redacted.Redacted) : password,
+      ssl: field("ssl")
+    }
+    return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined))
+  }
 }
 
 /**
@@ -99,13 +124,11 @@ export const make = (
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const prefix = yield* prefixOf(backend, options.tablePrefix)
-    const listenUrl = options.listenUrl === undefined
-      ? urlOfClient(sql)
-      : typeof options.listenUrl === "string"
-      ? Redacted.make(options.listenUrl)
-      : options.listenUrl
+    const listen = options.listenUrl === undefined
+      ? listenConfigOfClient(sql)
+      : fromUrl(typeof options.listenUrl === "string" ? Redacted.make(options.listenUrl) : options.listenUrl)
     const waiting = yield* Waiting.make()
-    const hints = listenUrl === undefined ? Stream.empty : yield* hintsOn(listenUrl, prefix, waiting)
+    const hints = listen === undefined ? Stream.empty : yield* hintsOn(listen, prefix, waiting)
     return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting })
   })
 
