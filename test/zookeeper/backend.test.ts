@@ -14,12 +14,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
 import { createServer, type Server, type Socket } from "node:net"
 import ZooKeeper from "zookeeper"
-import { LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
+import { type Hint, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as ZookeeperBackend from "../../src/layers/zookeeper/ZookeeperBackend.js"
 import { tokenOf } from "../../src/layers/zookeeper/session.js"
 import { standalone } from "./ZookeeperServers.js"
@@ -231,5 +233,79 @@ describe("ZookeeperBackend: connection loss", () => {
       // (the addon defect handled in driver.ts: a descriptor number left registered after a move).
       const fresh = yield* b.openSession(Duration.seconds(10))
       expect((yield* b.acquire(fresh.sessionId, unique("after-expiry")))._tag).toBe("Granted")
+    }), 30_000)
+})
+
+/** The hints of `backend` from now on, and a wait (at most 5 s) for one that matches. */
+const hintsOf = (backend: LeaseBackendService) =>
+  Effect.gen(function*() {
+    const queue = yield* Queue.unbounded<Hint>()
+    yield* backend.hints.pipe(Stream.runForEach((hint) => Queue.offer(queue, hint)), Effect.forkScoped)
+    // Let the subscription start before anything happens.
+    yield* Effect.sleep("50 millis")
+    return (predicate: (hint: Hint) => boolean) =>
+      Queue.take(queue).pipe(
+        Effect.repeat({ until: predicate }),
+        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error("no matching hint within 5 s") })
+      )
+  })
+
+describe("ZookeeperBackend: watches as hints, across backends", () => {
+  it.scopedLive("a refused acquire leaves a watch: Released when the holder (another backend) releases or its session ends", () =>
+    Effect.gen(function*() {
+      const holderBackend = yield* backendOf(standalone)
+      const waiterBackend = yield* backendOf(standalone)
+      const awaitHint = yield* hintsOf(waiterBackend)
+      const [released, closed] = [unique("released"), unique("closed")]
+      const holder = yield* holderBackend.openSession(Duration.seconds(10))
+      const waiter = yield* waiterBackend.openSession(Duration.seconds(10))
+      const token = granted(yield* holderBackend.acquire(holder.sessionId, released))
+      granted(yield* holderBackend.acquire(holder.sessionId, closed))
+      expect((yield* waiterBackend.acquire(waiter.sessionId, released))._tag).toBe("HeldBy")
+      expect((yield* waiterBackend.acquire(waiter.sessionId, closed))._tag).toBe("HeldBy")
+      yield* holderBackend.release(holder.sessionId, released, token)
+      yield* awaitHint((hint) => hint._tag === "Released" && hint.name === released)
+      yield* holderBackend.closeSession(holder.sessionId)
+      yield* awaitHint((hint) => hint._tag === "Released" && hint.name === closed)
+      expect((yield* waiterBackend.acquire(waiter.sessionId, closed))._tag).toBe("Granted")
+    }), 20_000)
+
+  it.scopedLive("a member's child watch: GroupChanged when another backend's session joins or leaves", () =>
+    Effect.gen(function*() {
+      const a = yield* backendOf(standalone)
+      const b = yield* backendOf(standalone)
+      const awaitHint = yield* hintsOf(a)
+      const group = unique("group")
+      const first = yield* a.openSession(Duration.seconds(10))
+      expect(yield* a.join(first.sessionId, group)).toBe("Joined")
+      yield* awaitHint((hint) => hint._tag === "GroupChanged" && hint.group === group)
+      const other = yield* b.openSession(Duration.seconds(10))
+      expect(yield* b.join(other.sessionId, group)).toBe("Joined")
+      yield* awaitHint((hint) => hint._tag === "GroupChanged" && hint.group === group)
+      yield* b.leave(other.sessionId, group)
+      yield* awaitHint((hint) => hint._tag === "GroupChanged" && hint.group === group)
+      expect(yield* a.members(group)).toEqual([first.sessionId])
+    }), 20_000)
+
+  it.scopedLive("a release while the waiter's connection is down still reaches it after the reconnect", () =>
+    Effect.gen(function*() {
+      const link = yield* proxy
+      const waiterBackend = yield* backendOf({ connect: `127.0.0.1:${link.port}`, root: standalone.root })
+      const holderBackend = yield* backendOf(standalone)
+      const awaitHint = yield* hintsOf(waiterBackend)
+      const name = unique("while-away")
+      const holder = yield* holderBackend.openSession(Duration.seconds(10))
+      const waiter = yield* waiterBackend.openSession(Duration.seconds(10))
+      const token = granted(yield* holderBackend.acquire(holder.sessionId, name))
+      expect((yield* waiterBackend.acquire(waiter.sessionId, name))._tag).toBe("HeldBy")
+      yield* link.cut
+      yield* holderBackend.release(holder.sessionId, name, token)
+      yield* Effect.sleep("300 millis")
+      yield* link.heal
+      yield* awaitHint((hint) => hint._tag === "Released" && hint.name === name)
+      const reply = yield* waiterBackend.acquire(waiter.sessionId, name).pipe(
+        Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("4 seconds")))
+      )
+      expect(reply._tag).toBe("Granted")
     }), 30_000)
 })
