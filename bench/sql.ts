@@ -302,7 +302,7 @@ const rowsTouched = (db: Db, sql: SqlClientService, sessionId: string, version: 
     const conn = yield* sql.reserve
     if (db === "postgres") {
       yield* conn.executeRaw("BEGIN", [])
-      yield* conn.executeRaw(`SELECT ${prefix}v1_keep_alive($1, 60000, $2)`, [sessionId, version])
+      yield* conn.executeRaw(`SELECT ${prefix}v2_keep_alive($1, 60000, $2)`, [sessionId, version])
       const rows = yield* conn.executeValues(
         `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) + n_tup_upd + n_tup_ins + n_tup_del), 0)
          FROM pg_stat_xact_user_tables WHERE relname LIKE $1`,
@@ -348,7 +348,7 @@ export const main = async (log: (line: string) => void = (line) => process.stder
   row("sql uncontended", "LeaseBackend alone, acquire + release, median", "µs", (r) => r.backendOnly)
   row("sql handover", "release → waiter holds, median of 30", "ms", (r) => r.handoverMedian)
   row("sql handover", "release → waiter holds, p90 of 30", "ms", (r) => r.handoverP90)
-  row("sql handover", "waiter queries per handover (waits of 10–40 ms; first try and winning acquire included)", "queries", (r) => r.waiterQueriesPerHandover)
+  row("sql handover", "waiter queries per handover (waits of 10–40 ms; its first try included)", "queries", (r) => r.waiterQueriesPerHandover)
   row("sql handover", "waiter queries/s during a 2 s wait (retries, renewals, polls)", "1/s", (r) => r.waiterQueriesPerSecond)
   row("sql renew", "queries per renew interval, client holding 1,000 leases", "queries", (r) => r.renewQueriesPerInterval)
   row("sql renew", "unchanged renewal of 1,000 leases, median latency", "ms", (r) => r.renewLatency)

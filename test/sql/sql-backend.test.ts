@@ -47,10 +47,10 @@ const dialects = [
         const sql = yield* SqlClient
         const functions = yield* sql.unsafe<{ signature: string }>(
           "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p WHERE p.proname LIKE $1",
-          [`${prefix}v1\\_%`]
+          [`${prefix}v%`]
         )
         for (const { signature } of functions) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature}`)
-        yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`)
+        yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`)
       })
   },
   {
@@ -212,7 +212,7 @@ describe("SQL backend (postgres): timeouts", () => {
         // No cancelled call is still waiting on the server (the cancel signal is handled asynchronously:
         // allow it up to 2 s).
         const waiting = sql.unsafe<{ n: string }>(
-          "SELECT count(*)::text AS n FROM pg_stat_activity WHERE query LIKE '%simba_t_pgx_v1_keep_alive%' AND state = 'active' AND pid <> pg_backend_pid()"
+          "SELECT count(*)::text AS n FROM pg_stat_activity WHERE query LIKE '%simba_t_pgx_v2_keep_alive%' AND state = 'active' AND pid <> pg_backend_pid()"
         ).pipe(Effect.map((rows) => rows[0]?.n))
         let left = yield* waiting
         for (let i = 0; i < 40 && left !== "0"; i++) {

@@ -1,8 +1,9 @@
 /**
  * The PostgreSQL backend (`@effect/sql-pg`, PostgreSQL 12+): the SQL implementation of
  * `SqlBackend` with one PL/pgSQL function per operation (`migrations.ts`), times from
- * `clock_timestamp()`, and hints by `pg_notify` received on a dedicated `LISTEN` connection that
- * reconnects (`listen.ts`).
+ * `clock_timestamp()`, a FIFO waiter queue per lease (a release grants the lease to the first live
+ * waiter in its own transaction), and hints by `pg_notify` received on a dedicated `LISTEN`
+ * connection that reconnects (`listen.ts`).
  *
  * `@effect/sql-pg` (and the `pg` driver it brings) is an optional peer: it is loaded when a layer of
  * this module is built, never when the library is imported.

@@ -184,11 +184,11 @@ export const make = (
     )
     const statementOf = sql.onDialectOrElse({
       pg: () => (operation: string, arity: number) =>
-        `SELECT ${Migrations.routine(prefix, operation)}(${
+        `SELECT ${Migrations.postgres(prefix).routine(operation)}(${
           Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")
         }) AS r`,
       orElse: () => (operation: string, arity: number) =>
-        `CALL ${Migrations.routine(prefix, operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
+        `CALL ${Migrations.mysql(prefix).routine(operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
     })
     const isRetryable = retryable(backend)
     const retryPolicy = Schedule.intersect(Schedule.recurs(maxRetries), Schedule.exponential(Duration.millis(2)))

@@ -1,6 +1,7 @@
 /**
  * PostgreSQL hints: the routines `pg_notify` one channel (`<prefix>hints`) in the transaction of the
- * change, with `r:<lease>` for a release (and for each lease of a closed session) and `g:<group>`
+ * change, with `r:<lease>` for a release nobody waited for (and for each lease of a closed session),
+ * `h:<session>:<token>:<lease>` for a release that handed the lease to a waiter, and `g:<group>`
  * for a membership change. They are received on one dedicated connection of the raw `pg` driver
  * (`@effect/sql-pg`'s own `listen` stops silently after a lost connection), which reconnects with a
  * capped backoff. Notifications sent while it was disconnected are lost: after each (re)connection
@@ -31,7 +32,19 @@ export interface ListenClient {
 export const decode = (payload: string | undefined): Hint | undefined => {
   if (payload === undefined || payload.length < 3 || payload[1] !== ":") return undefined
   const subject = payload.slice(2)
-  return payload[0] === "r" ? Hint.Released({ name: subject }) : payload[0] === "g" ? Hint.GroupChanged({ group: subject }) : undefined
+  switch (payload[0]) {
+    case "r":
+      return Hint.Released({ name: subject })
+    case "g":
+      return Hint.GroupChanged({ group: subject })
+    case "h": {
+      // `h:<session>:<token>:<name>`: the name last, since it may contain `:`.
+      const match = /^([0-9a-f]{32}):([1-9][0-9]{0,18}):(.+)$/.exec(subject)
+      return match === null ? undefined : Hint.Granted({ name: match[3]!, to: match[1]!, token: BigInt(match[2]!) })
+    }
+    default:
+      return undefined
+  }
 }
 
 /**

@@ -13,6 +13,9 @@
  *   `session_id`), so the token of a name only rises. A lease is free when `session_id` is null or
  *   names a session that is gone or expired.
  * - `<prefix>member (group_name, session_id)`: group memberships.
+ * - `<prefix>waiter (name, session_id, since)` (PostgreSQL): the sessions an acquire refused, per
+ *   lease, oldest first: a release grants the lease to the first still alive (a hand-off, pushed as
+ *   `Hint.Granted`), so the waiter needs no round trip. Rows go with the grant or the session.
  *
  * Locking (READ COMMITTED): lease rows before session rows; the requester's and the holder's
  * session rows in id order (requester `FOR UPDATE`, since a grant bumps its version; holder
@@ -21,12 +24,14 @@
  * procedure, evaluated when that statement runs), so a takeover and the holder's renewal agree on
  * whether the holder had expired.
  *
- * The routines carry the schema version in their names (`v1`): a later version installs new ones
+ * The routines carry the schema version in their names (`v2` on PostgreSQL, `v1` on MySQL): a later version installs new ones
  * beside these, so processes of both versions can run during a rolling upgrade.
  */
 
 /** What the migration creates for a table prefix. */
 export interface Schema {
+  /** The name of the routine of one operation, e.g. `simba_v2_acquire`. */
+  readonly routine: (operation: string) => string
   /** Statements run in order by `migrate`, each one round trip. */
   readonly statements: ReadonlyArray<string>
   /** A routine whose presence means the whole schema of this version is installed. */
@@ -42,8 +47,12 @@ export const prefixPattern = /^[a-z][a-z0-9_]{0,29}$/
 /** The PostgreSQL `NOTIFY` channel the routines publish hints on. */
 export const channel = (prefix: string): string => `${prefix}hints`
 
-/** Name of the routine of one operation. */
-export const routine = (prefix: string, operation: string): string => `${prefix}v1_${operation}`
+/** Name of the routine of one operation, for a schema version. */
+export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
+
+/** The schema versions the routines carry in their names. */
+export const postgresVersion = 2
+export const mysqlVersion = 1
 
 /**
  * MySQL/MariaDB: which of `count` names are free now (no holder, or a holder whose session is gone or
@@ -59,10 +68,12 @@ export const postgres = (prefix: string): Schema => {
   const session = `${prefix}session`
   const lease = `${prefix}lease`
   const member = `${prefix}member`
-  const fn = (operation: string) => routine(prefix, operation)
+  const waiter = `${prefix}waiter`
+  const fn = (operation: string) => routine(prefix, postgresVersion, operation)
   const notify = (payload: string) => `PERFORM pg_notify('${channel(prefix)}', ${payload});`
   const ms = (millis: string) => `${millis} * interval '1 millisecond'`
   return {
+    routine: fn,
     marker: fn("members"),
     statements: [
       `CREATE TABLE IF NOT EXISTS ${session} (
@@ -84,6 +95,15 @@ export const postgres = (prefix: string): Schema => {
   PRIMARY KEY (group_name, session_id)
 )`,
       `CREATE INDEX IF NOT EXISTS ${member}_session ON ${member} (session_id)`,
+      // The waiter queue of a lease: sessions refused it, oldest first; a release hands the lease to
+      // the first that is still alive.
+      `CREATE TABLE IF NOT EXISTS ${waiter} (
+  name varchar(128) NOT NULL,
+  session_id varchar(32) NOT NULL,
+  since timestamptz NOT NULL,
+  PRIMARY KEY (name, session_id)
+)`,
+      `CREATE INDEX IF NOT EXISTS ${waiter}_session ON ${waiter} (session_id)`,
       `CREATE OR REPLACE FUNCTION ${fn("open")}(p_sid varchar, p_ttl bigint) RETURNS json LANGUAGE plpgsql AS $f$
 BEGIN
   -- Sweep a few expired sessions (clients that died without closing): rows and memberships only;
@@ -92,6 +112,8 @@ BEGIN
     SELECT id FROM ${session} WHERE expires_at < clock_timestamp() ORDER BY expires_at LIMIT 16 FOR UPDATE SKIP LOCKED
   ), gone AS (
     DELETE FROM ${member} m USING dead WHERE m.session_id = dead.id
+  ), unqueued AS (
+    DELETE FROM ${waiter} w USING dead WHERE w.session_id = dead.id
   )
   DELETE FROM ${session} s USING dead WHERE s.id = dead.id;
   INSERT INTO ${session} (id, expires_at) VALUES (p_sid, clock_timestamp() + ${ms("p_ttl")});
@@ -138,6 +160,7 @@ BEGIN
   FOR v_name IN DELETE FROM ${member} WHERE session_id = p_sid RETURNING group_name LOOP
     ${notify("'g:' || v_name")}
   END LOOP;
+  DELETE FROM ${waiter} WHERE session_id = p_sid;
   RETURN json_build_object('status', 'ok');
 END $f$`,
       `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar) RETURNS json LANGUAGE plpgsql AS $f$
@@ -167,21 +190,45 @@ BEGIN
     RETURN json_build_object('status', 'granted', 'token', v_token::text);
   END IF;
   IF v_held > v_now THEN
+    INSERT INTO ${waiter} (name, session_id, since) VALUES (p_name, p_sid, v_now) ON CONFLICT DO NOTHING;
     RETURN json_build_object('status', 'held', 'token', v_token::text,
       'remaining', floor(extract(epoch FROM v_held - v_now) * 1000));
   END IF;
   UPDATE ${lease} SET session_id = p_sid, token = v_token + 1, acquired_at = v_now WHERE name = p_name;
   UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+  DELETE FROM ${waiter} WHERE name = p_name AND session_id = p_sid;
   RETURN json_build_object('status', 'granted', 'token', (v_token + 1)::text);
 END $f$`,
+      // A release hands the lease to the first waiter still alive, in the same transaction (the next
+      // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with nobody
+      // waiting it notifies `r:<name>`. Session rows are locked in id order, as in acquire.
       `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint) RETURNS json LANGUAGE plpgsql AS $f$
+DECLARE
+  v_next varchar;
+  v_expires timestamptz;
 BEGIN
   UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
-  IF FOUND THEN
-    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
-    ${notify("'r:' || p_name")}
+  IF NOT FOUND THEN
+    RETURN json_build_object('status', 'ok');
   END IF;
-  RETURN json_build_object('status', 'ok');
+  LOOP
+    SELECT w.session_id INTO v_next FROM ${waiter} w WHERE w.name = p_name ORDER BY w.since, w.session_id LIMIT 1;
+    EXIT WHEN v_next IS NULL;
+    PERFORM 1 FROM ${session} WHERE id IN (p_sid, v_next) ORDER BY id FOR UPDATE;
+    DELETE FROM ${waiter} WHERE name = p_name AND session_id = v_next;
+    SELECT expires_at INTO v_expires FROM ${session} WHERE id = v_next;
+    EXIT WHEN v_expires > clock_timestamp();
+    v_next := NULL;
+  END LOOP;
+  UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+  IF v_next IS NULL THEN
+    ${notify("'r:' || p_name")}
+  ELSE
+    UPDATE ${lease} SET session_id = v_next, token = p_token + 1, acquired_at = clock_timestamp() WHERE name = p_name;
+    UPDATE ${session} SET version = version + 1 WHERE id = v_next;
+    ${notify("'h:' || v_next || ':' || (p_token + 1)::text || ':' || p_name")}
+  END IF;
+  RETURN json_build_object('status', 'released');
 END $f$`,
       `CREATE OR REPLACE FUNCTION ${fn("join")}(p_sid varchar, p_group varchar) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
@@ -227,13 +274,14 @@ export const mysql = (prefix: string): Schema => {
   const session = `${prefix}session`
   const lease = `${prefix}lease`
   const member = `${prefix}member`
-  const fn = (operation: string) => routine(prefix, operation)
+  const fn = (operation: string) => routine(prefix, mysqlVersion, operation)
   const id = "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin"
   const name = "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin"
   const begin = `DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;`
   return {
+    routine: fn,
     marker: fn("members"),
     statements: [
       `CREATE TABLE IF NOT EXISTS ${session} (
