@@ -151,8 +151,12 @@ interface Event {
   readonly token: bigint
 }
 
+// Starting private servers needs root (`runuser`, `chown`, `mariadbd --user`), as on this project's
+// machines and CI (Debian, root); elsewhere these cases cannot run.
+const isRoot = process.getuid?.() === 0
+
 for (const server of [postgres(), mariadb()]) {
-  describe(`${server.label} crash and restart`, () => {
+  describe.skipIf(!isRoot)(`${server.label} crash and restart`, () => {
     beforeAll(() => server.setUp(), 60_000)
     afterAll(() => server.tearDown())
 
