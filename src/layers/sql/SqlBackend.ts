@@ -182,25 +182,32 @@ export const make = (
     yield* migrate(sql, backend, prefix).pipe(
       Effect.mapError((cause) => new BackendError({ backend, operation: "migrate", cause }))
     )
-    const statementOf = sql.onDialectOrElse({
-      pg: () => (operation: string, arity: number) =>
-        `SELECT ${Migrations.postgres(prefix).routine(operation)}(${
-          Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")
-        }) AS r`,
-      orElse: () => (operation: string, arity: number) =>
-        `CALL ${Migrations.mysql(prefix).routine(operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
-    })
+    // The statement of each operation, built once: a routine call with placeholders.
+    const schema = sql.onDialectOrElse({ pg: () => Migrations.postgres(prefix), orElse: () => Migrations.mysql(prefix) })
+    const statementOf = (operation: string, arity: number): string =>
+      sql.onDialectOrElse({
+        pg: () => `SELECT ${schema.routine(operation)}(${Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")}) AS r`,
+        orElse: () => `CALL ${schema.routine(operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
+      })
+    const statements = {
+      open: statementOf("open", 2),
+      keep_alive: statementOf("keep_alive", 3),
+      close: statementOf("close", 1),
+      acquire: statementOf("acquire", 2),
+      release: statementOf("release", 3),
+      join: statementOf("join", 2),
+      leave: statementOf("leave", 2),
+      members: statementOf("members", 1)
+    } as const
     const isRetryable = retryable(backend)
     const retryPolicy = Schedule.intersect(Schedule.recurs(maxRetries), Schedule.exponential(Duration.millis(2)))
 
     /** One round trip: the routine of `operation` with `params`, retried after a deadlock; the decoded reply. */
-    const call = (operation: string, params: ReadonlyArray<unknown>): Effect.Effect<Reply, unknown> => {
-      const statement = statementOf(operation, params.length)
-      return sql.unsafe(statement, params).pipe(
+    const call = (operation: keyof typeof statements, params: ReadonlyArray<unknown>): Effect.Effect<Reply, unknown> =>
+      sql.unsafe(statements[operation], params).pipe(
         Effect.retry({ schedule: retryPolicy, while: isRetryable }),
         Effect.flatMap((rows) => decodeReply(firstRow(backend, rows)))
       )
-    }
     const remainingOf = (reply: Reply) => Duration.millis(Math.max(0, reply.remaining ?? 0))
     const unexpected = (operation: string, reply: Reply) =>
       Effect.fail(`unexpected reply to ${operation}: ${reply.status}`)
