@@ -2,7 +2,7 @@
  * The SQL sections of the benchmark (PostgreSQL at `BENCH_PG_URL`, default
  * postgres://postgres@127.0.0.1:5432/test; MariaDB/MySQL at `BENCH_MYSQL_URL`, default
  * mysql://root@127.0.0.1:3306/test), run by `npm run bench` after the Redis sections, or alone:
- * `node --conditions=simba-source --import tsx bench/sql.ts`. Prints a table and writes
+ * `npx tsx bench/sql.ts`. Prints a table and writes
  * `bench/results-sql.json`: `{ bench, metric, unit, postgres, mysql, peerPostgres, peerMysql }`.
  *
  * Per database, in one process, tables under the prefix `simba_bench_`:
