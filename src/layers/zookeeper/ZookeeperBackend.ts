@@ -106,7 +106,7 @@ import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from
 import * as Simba from "../../Simba.js"
 import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
 import { config, resolve, type Settings, type ZookeeperOptions } from "./options.js"
-import { drop, hold, open, type Paths, paths as pathsOf, pipeline, type Reply, type Session, tokenOf } from "./session.js"
+import { drop, hold, membersKey, open, type Paths, paths as pathsOf, pipeline, type Reply, type Session, tokenOf } from "./session.js"
 
 export { config, type ZookeeperOptions } from "./options.js"
 
@@ -168,15 +168,20 @@ export const make = (
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
       hints: Stream.fromPubSub(hub),
       ...operations,
+      // Once connected, the session is registered and watched even if the caller gave up meanwhile
+      // (a timed-out call): nobody renews it, so the watchdog closes it after its timeout.
       openSession: (ttlMillis) =>
-        Effect.gen(function*() {
-          const sentAt = yield* nowMillis
-          const session = yield* open(driver, settings, paths, Math.min(ttlMillis, maxTimeoutMillis), events)
-          session.lastRenewalMillis = sentAt
-          sessions.set(session.id, session)
-          yield* Effect.forkIn(watchdog(session, sessions), scope)
-          return { sessionId: session.id, remaining: provenFor(session.timeoutMillis) }
-        })
+        Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function*() {
+            const sentAt = yield* nowMillis
+            const session = yield* restore(open(driver, settings, paths, Math.min(ttlMillis, maxTimeoutMillis), events))
+            session.lastRenewalMillis = sentAt
+            sessions.set(session.id, session)
+            // Interruptible itself (a fiber forked here would inherit this region's uninterruptibility).
+            yield* Effect.forkIn(Effect.interruptible(watchdog(session, sessions)), scope)
+            return { sessionId: session.id, remaining: provenFor(session.timeoutMillis) }
+          })
+        )
     })
   })
 
@@ -398,15 +403,30 @@ const makeOperations = (
   const join = (sessionId: string, group: string) =>
     onSession("join", sessionId, expiredJoin, (session) =>
       Effect.flatMap(
-        pipeline<unknown>([
-          (done) => session.handle.a_create(paths.group(group), "", persistent, done),
-          (done) => session.handle.a_create(paths.member(group, session.id), "", ephemeral, done),
-          (done) => session.handle.a_get_children(paths.group(group), true, done)
-        ]),
-        ([_parent, member, _children]) => {
+        Effect.suspend(() => {
+          let memberRc: number = Rc.ok
+          return pipeline<unknown>([
+            (done) => session.handle.a_create(paths.group(group), "", persistent, done),
+            (done) =>
+              session.handle.a_create(paths.member(group, session.id), "", ephemeral, (rc, message, path) => {
+                memberRc = rc
+                done(rc, message, path)
+              }),
+            (done) =>
+              session.handle.a_get_children(paths.group(group), true, (rc, message, children) => {
+                // In the callback: a child event right after this read must find the group watched.
+                if ((memberRc === Rc.ok || memberRc === Rc.nodeExists) && rc === Rc.ok && children !== null) {
+                  session.groups.add(group)
+                  session.watchedGroups.set(group, membersKey(children))
+                }
+                done(rc, message, children)
+              })
+          ])
+        }),
+        ([_parent, member]) => {
           if (member!.rc !== Rc.ok && member!.rc !== Rc.nodeExists) return failed(session, "join", member!, expiredJoin)
           session.groups.add(group)
-          session.watchedGroups.add(group)
+          if (!session.watchedGroups.has(group)) session.watchedGroups.set(group, "")
           if (member!.rc === Rc.ok) events.emit(Hint.GroupChanged({ group }))
           return Effect.succeed<LeaseBackend.JoinReply>("Joined")
         }

@@ -36,8 +36,11 @@ export interface Session {
   readonly uncertain: Set<string>
   /** Lease names with a watch on this session (from acquires): a hint for each after a reconnect. */
   readonly watchedLeases: Set<string>
-  /** Groups with a child watch on this session that is re-armed after it fires. */
-  readonly watchedGroups: Set<string>
+  /**
+   * Groups with a child watch on this session that is re-armed after it fires, with their members as
+   * last read by the join or a re-arm (sorted, comma-joined).
+   */
+  readonly watchedGroups: Map<string, string>
   /** Monotonic milliseconds at which the last successful renewal (or the open) was sent. */
   lastRenewalMillis: number
 }
@@ -86,6 +89,9 @@ export const drop = (session: Session, name: string, token?: bigint): void => {
   session.leases.delete(name)
   session.version++
 }
+
+/** A group's members as a comparable key. */
+export const membersKey = (children: ReadonlyArray<string>): string => [...children].sort().join(",")
 
 /** The largest token this backend hands out: a `czxid` above it would not be exact as a JavaScript number. */
 export const maxToken = BigInt(Number.MAX_SAFE_INTEGER)
@@ -144,7 +150,7 @@ export const open = (
             groups: new Set(),
             uncertain: new Set(),
             watchedLeases: new Set(),
-            watchedGroups: new Set(),
+            watchedGroups: new Map(),
             lastRenewalMillis: 0
           }
           Deferred.unsafeDone(opened, Effect.succeed(session))
@@ -159,7 +165,7 @@ export const open = (
         for (const name of session.watchedLeases) {
           if (!session.leases.has(name)) events.emit(Hint.Released({ name }))
         }
-        for (const group of session.watchedGroups) events.emit(Hint.GroupChanged({ group }))
+        for (const group of session.watchedGroups.keys()) events.emit(Hint.GroupChanged({ group }))
       })
       handle.on("connecting", () => {
         if (session === undefined) return
@@ -198,10 +204,20 @@ export const open = (
       handle.on("child", (_handle, path) => {
         const group = paths.groupOf(path)
         if (group === undefined || session === undefined) return
-        events.emit(Hint.GroupChanged({ group }))
-        if (!session.ended && session.watchedGroups.has(group)) {
-          session.handle.a_get_children(path, true, () => undefined)
+        const current = session
+        if (current.ended || !current.watchedGroups.has(group)) {
+          events.emit(Hint.GroupChanged({ group }))
+          return
         }
+        // A member's group: re-arm with a fresh read first, then tell, so a change made after the
+        // hint always fires the new watch. A change the read shows (also one made between the event
+        // and the read) is a hint; a read that failed is one too.
+        current.handle.a_get_children(path, true, (rc, _message, children) => {
+          const members = rc === Rc.ok && children !== null ? membersKey(children) : undefined
+          if (members !== undefined && current.watchedGroups.get(group) === members) return
+          if (members !== undefined && current.watchedGroups.has(group)) current.watchedGroups.set(group, members)
+          events.emit(Hint.GroupChanged({ group }))
+        })
       })
     }
     const handle = yield* createHandle(driver, setup, {
