@@ -228,6 +228,8 @@ const main = async () => {
     row("renew", "renewal period of a lease", "ms", rr((r) => r.periodMs))
     row("renew", "Redis commands/s to keep 1,000 leases (server count, in-script commands included)", "1/s", rr((r) => r.serverCommandsPerSecond))
     row("renew", "leases still held at the end of the window", "leases", rr((r) => r.heldAtEnd))
+    const renewCommands = await R.renewCommandsSimba(ctx)
+    row("renew", R.renewCommandsMetric, "commands", { simba: renewCommands.unchanged })
 
     // ---- handover ----
     log("handover: simba")

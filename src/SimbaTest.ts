@@ -68,8 +68,7 @@ import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
-import type { SimbaClient } from "./Client.js"
-import * as Client from "./Client.js"
+import { make as makeSimbaClient, type SimbaClient } from "./Simba.js"
 import type { SimbaConfigError } from "./Errors.js"
 import {
   BackendError,
@@ -384,7 +383,7 @@ export const makeClient = (
 ): Effect.Effect<TestClient, SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const link = yield* faulty(net.backend)
-    const client = yield* Client.make(config).pipe(Effect.provideService(LeaseBackend, link.backend))
+    const client = yield* makeSimbaClient(config).pipe(Effect.provideService(LeaseBackend, link.backend))
     // Finalizers run in reverse: heal before the client closes, so closing never waits on a fault.
     yield* Effect.addFinalizer(() => link.faults.heal)
     return { client, faults: link.faults, calls: link.calls, sessions: link.sessions }

@@ -12,7 +12,7 @@ const ttl = Duration.seconds(10)
 
 /** The leases `sessionId` holds, asked straight from the store (no faults). */
 const held = (backend: LeaseBackendService, sessionId: string) =>
-  Effect.map(backend.keepAlive(sessionId, ttl), (reply) => reply._tag === "Live" ? reply.leases.map((l) => l.name) : [])
+  Effect.map(backend.keepAlive(sessionId, ttl), (reply) => reply._tag === "Live" ? (reply.leases ?? []).map((l) => l.name) : [])
 
 const pending = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
 

@@ -4,11 +4,9 @@
  * `Reply` event (`Failed` for an error or a timeout).
  */
 import * as Effect from "effect/Effect"
-import * as Metric from "effect/Metric"
 import type * as Engine from "../Engine.js"
 import { BackendError } from "../LeaseBackend.js"
 import * as BackendRequest from "./backendRequest.js"
-import * as CallMetrics from "./callMetrics.js"
 import * as CallSweeper from "./callSweeper.js"
 import { type Call, offer, type Shell } from "./shell.js"
 
@@ -16,31 +14,23 @@ import { type Call, offer, type Shell } from "./shell.js"
 export const reply = (shell: Shell, call: Call, response: Engine.Response): Effect.Effect<boolean> =>
   offer(shell, { _tag: "Reply", requestId: call.requestId, sentAt: call.sentAt, request: call.request, response })
 
-/** Answers `call` as failed: it outlived its timeout. */
-export const timedOut = (shell: Shell, call: Call): Effect.Effect<boolean> => {
-  const operation = BackendRequest.operationName(call.request)
-  return Effect.zipRight(
-    Metric.increment(shell.callMetrics(operation).failure),
-    reply(shell, call, {
-      _tag: "Failed",
-      error: new BackendError({
-        backend: shell.backend.backend,
-        operation,
-        cause: `timed out after ${Math.round(call.timeout)} ms`
-      }).message
-    })
-  )
-}
+/**
+ * Answers `call` as failed: it outlived its timeout. (Its metrics and span belong to the backend's
+ * constructor, `LeaseBackend.make`, which counts the interrupted call as a failure.)
+ */
+export const timedOut = (shell: Shell, call: Call): Effect.Effect<boolean> =>
+  reply(shell, call, {
+    _tag: "Failed",
+    error: new BackendError({
+      backend: shell.backend.backend,
+      operation: BackendRequest.operationName(call.request),
+      cause: `timed out after ${Math.round(call.timeout)} ms`
+    }).message
+  })
 
 /** Performs the `Call` effect sent at `now`. */
 export const perform = (shell: Shell, call: Call, now: number): Effect.Effect<void> => {
-  const operation = BackendRequest.operationName(call.request)
-  const attempt = CallMetrics.instrument(
-    BackendRequest.send(shell.backend, call.request),
-    shell.backend.backend,
-    operation,
-    shell.callMetrics(operation)
-  ).pipe(
+  const attempt = BackendRequest.send(shell.backend, call.request).pipe(
     Effect.catchAll((error): Effect.Effect<Engine.Response> =>
       Effect.succeed({ _tag: "Failed", error: error instanceof Error ? error.message : String(error) })
     )

@@ -1,6 +1,6 @@
 /**
  * An engine request as a backend call, and the backend's answer in the engine's terms (durations in
- * millis on the backend's clock). Kept apart from the shell so it can move to the SPI's constructor.
+ * millis on the backend's clock).
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -21,11 +21,17 @@ export const send = (
       }))
     case "KeepAlive":
       return Effect.map(
-        backend.keepAlive(request.sessionId, Duration.millis(request.ttl)),
+        backend.keepAlive(request.sessionId, Duration.millis(request.ttl), request.known),
         (reply): Engine.Response =>
           reply._tag === "Expired"
             ? { _tag: "Expired" }
-            : { _tag: "Live", remaining: Duration.toMillis(reply.remaining), leases: reply.leases, groups: reply.groups }
+            : {
+              _tag: "Live",
+              remaining: Duration.toMillis(reply.remaining),
+              version: reply.version,
+              leases: reply.leases,
+              groups: reply.groups
+            }
       )
     case "CloseSession":
       return Effect.as(backend.closeSession(request.sessionId), { _tag: "Done" as const })

@@ -26,7 +26,6 @@ import type { SimbaClient } from "../Simba.js"
 import * as SimbaConfig from "../SimbaConfig.js"
 import type { SimbaEvent } from "../SimbaEvent.js"
 import * as BackendCalls from "./backendCalls.js"
-import * as CallMetrics from "./callMetrics.js"
 import * as CallSweeper from "./callSweeper.js"
 import * as Completions from "./completions.js"
 import * as Elections from "./elections.js"
@@ -70,7 +69,6 @@ export const makeWithShell = (
         onReply: (call, response) => BackendCalls.reply(shell, call, response),
         onTimeout: (call) => BackendCalls.timedOut(shell, call)
       }),
-      callMetrics: CallMetrics.forBackend(backend.backend),
       nextId: 1
     }
 

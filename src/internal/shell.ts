@@ -17,7 +17,6 @@ import type * as Engine from "../Engine.js"
 import type { LeaseBackendService } from "../LeaseBackend.js"
 import type { SimbaEvent } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
-import type * as CallMetrics from "./callMetrics.js"
 import type * as CallSweeper from "./callSweeper.js"
 import type * as SessionDeadline from "./sessionDeadline.js"
 
@@ -64,7 +63,6 @@ export interface Shell {
   readonly terms: Map<number, LiveTerm>
   readonly deadline: SessionDeadline.SessionDeadline
   readonly calls: CallSweeper.CallSweeper<Call, Engine.Response>
-  readonly callMetrics: (operation: string) => CallMetrics.CallMetrics
   /** Handle and completion ids. */
   nextId: number
 }
