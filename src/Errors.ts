@@ -1,17 +1,18 @@
 /**
  * Every error the client can fail with. Each is a `Data.TaggedError`, so `Effect.catchTag` works on
- * the `_tag` names fixed by the spec.
+ * the `_tag` names fixed by the spec. No error has a field called `name`: it would shadow
+ * `Error.name`, and logs and stacks would lose the class; the lease is `lease`.
  */
 import * as Data from "effect/Data"
 import type { RevokeReason } from "./Term.js"
 
 /** A lease or group name broke one of the naming rules; no backend was called. */
 export class InvalidLeaseNameError extends Data.TaggedError("InvalidLeaseNameError")<{
-  readonly name: string
+  readonly lease: string
   readonly rule: string
 }> {
   override get message() {
-    return `invalid lease name ${JSON.stringify(this.name)}: ${this.rule}`
+    return `invalid lease name ${JSON.stringify(this.lease)}: ${this.rule}`
   }
 }
 
@@ -27,31 +28,31 @@ export class SimbaConfigError extends Data.TaggedError("SimbaConfigError")<{
 
 /** The term of a `withLock` body ended involuntarily; the body was interrupted. */
 export class LockLostError extends Data.TaggedError("LockLostError")<{
-  readonly name: string
+  readonly lease: string
   readonly token: bigint
   readonly reason: RevokeReason
 }> {
   override get message() {
-    return `lock ${this.name} (token ${this.token}) lost: ${this.reason}`
+    return `lock ${this.lease} (token ${this.token}) lost: ${this.reason}`
   }
 }
 
 /** The lock was not acquired within `options.timeout`; the attempt was abandoned for good. */
 export class LockTimeoutError extends Data.TaggedError("LockTimeoutError")<{
-  readonly name: string
+  readonly lease: string
   readonly timeout: string
 }> {
   override get message() {
-    return `lock ${this.name} not acquired within ${this.timeout}`
+    return `lock ${this.lease} not acquired within ${this.timeout}`
   }
 }
 
 /** An election (or lock) of this name is already started on this client. */
 export class ElectionAlreadyStartedError extends Data.TaggedError("ElectionAlreadyStartedError")<{
-  readonly name: string
+  readonly lease: string
 }> {
   override get message() {
-    return `an election named ${this.name} is already started on this client`
+    return `an election named ${this.lease} is already started on this client`
   }
 }
 

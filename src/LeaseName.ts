@@ -20,7 +20,7 @@ export const brokenRule = (name: string): string | undefined => {
 /** Succeeds with `name` when valid, fails with `InvalidLeaseNameError` naming the broken rule. */
 export const validate = (name: string): Effect.Effect<string, InvalidLeaseNameError> => {
   const rule = brokenRule(name)
-  return rule === undefined ? Effect.succeed(name) : Effect.fail(new InvalidLeaseNameError({ name, rule }))
+  return rule === undefined ? Effect.succeed(name) : Effect.fail(new InvalidLeaseNameError({ lease: name, rule }))
 }
 
 /** The lease name of partition `partition` of group `group`. */

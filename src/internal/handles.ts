@@ -14,7 +14,7 @@ export const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<
     case "Ok":
       return Effect.void
     case "AlreadyStarted":
-      return Effect.fail(new ElectionAlreadyStartedError({ name }))
+      return Effect.fail(new ElectionAlreadyStartedError({ lease: name }))
     case "Closed":
       return Effect.fail(new SimbaClosedError())
   }

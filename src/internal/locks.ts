@@ -32,7 +32,7 @@ const lockWith = (
     return yield* Deferred.await(won).pipe(
       Effect.timeoutFail({
         duration: timeout,
-        onTimeout: () => new LockTimeoutError({ name, timeout: Duration.format(Duration.decode(timeout)) })
+        onTimeout: () => new LockTimeoutError({ lease: name, timeout: Duration.format(Duration.decode(timeout)) })
       })
     )
   })
@@ -65,7 +65,7 @@ export const withLock = <A, E, R>(
       const exit = yield* Fiber.await(fiber)
       if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
         const reason = yield* term.revokedReason
-        if (Option.isSome(reason)) return yield* new LockLostError({ name, token: term.token, reason: reason.value })
+        if (Option.isSome(reason)) return yield* new LockLostError({ lease: name, token: term.token, reason: reason.value })
       }
       return yield* exit
     })

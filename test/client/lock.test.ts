@@ -94,7 +94,7 @@ describe("withLock", () => {
       const exit = yield* Fiber.await(locked)
       const error = yield* Effect.flip(exit)
       expect(error).toBeInstanceOf(LockLostError)
-      expect(error).toMatchObject({ _tag: "LockLostError", name: "lost", reason: "DEADLINE_PASSED" })
+      expect(error).toMatchObject({ _tag: "LockLostError", lease: "lost", reason: "DEADLINE_PASSED" })
       expect((error as LockLostError).token).toBeGreaterThan(0n)
       expect(yield* Ref.get(interrupted)).toBe(true)
     }))

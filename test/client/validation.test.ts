@@ -30,7 +30,7 @@ describe("bad input", () => {
         ]
         for (const error of errors) {
           expect(error).toBeInstanceOf(InvalidLeaseNameError)
-          expect(error).toMatchObject({ _tag: "InvalidLeaseNameError", name })
+          expect(error).toMatchObject({ _tag: "InvalidLeaseNameError", lease: name })
           expect((error as InvalidLeaseNameError).rule.length).toBeGreaterThan(0)
         }
         expect((yield* calls).slice(callsBefore).filter((c) => c.name === name || c.operation !== "keepAlive"))
