@@ -30,13 +30,13 @@ export const isInvoluntary = (reason: RevokeReason): boolean =>
 
 /** The term has ended, or will end within the required time. */
 export class TermExpiredError extends Data.TaggedError("TermExpiredError")<{
-  readonly name: string
+  readonly lease: string
   readonly token: bigint
   readonly remaining: Duration.Duration
   readonly required: Duration.Duration
 }> {
   override get message() {
-    return `term ${this.name} (token ${this.token}) has ${Duration.format(this.remaining)} left, ` +
+    return `term ${this.lease} (token ${this.token}) has ${Duration.format(this.remaining)} left, ` +
       `needs more than ${Duration.format(this.required)}`
   }
 }
@@ -96,7 +96,7 @@ export const make = (options: {
         return ms > 0 && ms > Duration.toMillis(required)
           ? Effect.void
           : Effect.fail(
-            new TermExpiredError({ name: options.name, token: options.token, remaining: Duration.millis(ms), required })
+            new TermExpiredError({ lease: options.name, token: options.token, remaining: Duration.millis(ms), required })
           )
       }),
     revoked: Deferred.await(options.revoked),
