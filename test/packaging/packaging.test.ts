@@ -4,7 +4,9 @@
  *   - a plain `node` ESM program on `SimbaMemoryLive` (a `withLock` and an election);
  *   - a TypeScript program compiled by `tsc --strict` with NodeNext resolution, run with `node`;
  *   - the same ESM program under a recorder of every module it resolves: no driver may appear;
- *   - `SimbaRedisLive` built without `ioredis`: a typed failure naming the package.
+ *   - each backend's `Simba*Live` built without its driver: a typed failure naming the package and the
+ *     install line (Redis, PostgreSQL, MySQL, ZooKeeper);
+ *   - the fencing entry points (`simba/fencing`, `/http`, `/redis`) loaded without any driver.
  * The programs live in `test/packaging/app/`. npm runs with `--prefer-offline` (its cache is warm
  * from `npm ci`); every child process has a timeout.
  */
@@ -161,16 +163,46 @@ describe("the packed library in a fresh project", () => {
     expect(control.flatMap((line) => driverOf(line) ?? [])).toContain("ioredis")
   }, 70_000)
 
-  it("fails to build SimbaRedisLive without ioredis, naming the package", async () => {
-    const { stdout } = await run(process.execPath, ["redis-missing.mjs"], { cwd: app, timeout: 30_000 })
-    const result = JSON.parse(lastLine(stdout)) as {
-      readonly failed: boolean
-      readonly tag?: string
-      readonly message?: string
-      readonly pretty?: string
+  it("fails to build each backend's layer without its driver, naming the package and the install line", async () => {
+    const { stdout } = await run(process.execPath, ["drivers-missing.mjs"], { cwd: app, timeout: 100_000 })
+    const results = stdout.trim().split("\n").filter((line) => line.startsWith("{")).map((line) =>
+      JSON.parse(line) as {
+        readonly backend: string
+        readonly failed: boolean
+        readonly tag?: string
+        readonly message?: string
+        readonly pretty?: string
+      }
+    )
+    const expected: Record<string, RegExp> = {
+      redis: /\bioredis\b/,
+      postgres: /npm install @effect\/sql-pg @effect\/sql/,
+      mysql: /npm install @effect\/sql-mysql2 @effect\/sql/,
+      zookeeper: /needs the package zookeeper\b/
     }
-    expect(result.failed).toBe(true)
-    expect(result.tag, result.pretty).toBe("BackendError")
-    expect(result.message).toMatch(/\bioredis\b/)
+    expect(results.map((result) => result.backend)).toEqual(Object.keys(expected))
+    for (const result of results) {
+      expect(result.failed, result.backend).toBe(true)
+      expect(result.tag, result.pretty).toBe("BackendError")
+      expect(result.message, result.backend).toMatch(expected[result.backend]!)
+    }
+  }, 110_000)
+
+  it("loads the fencing entry points without any driver, and a stale token is refused", async () => {
+    expect(packed).toEqual(expect.arrayContaining([
+      "dist/fencing/Fencing.js",
+      "dist/fencing/FencedHttp.js",
+      "dist/fencing/FencedRedis.js",
+      "dist/fencing/FencedSql.js"
+    ]))
+    const { stdout } = await run(process.execPath, ["fencing.mjs"], { cwd: app, timeout: 30_000 })
+    const result = JSON.parse(lastLine(stdout)) as {
+      readonly refused: string
+      readonly header: string
+      readonly redisScript: string
+    }
+    expect(result.refused).toBe("FencedWriteRejectedError")
+    expect(result.header).toContain("7")
+    expect(result.redisScript).toBe("string")
   }, 40_000)
 })
