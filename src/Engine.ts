@@ -101,7 +101,16 @@ export type Event =
     readonly response: Response
   }
   | { readonly _tag: "Hint"; readonly hint: HintEvent }
-  | { readonly _tag: "WorkExited"; readonly handle: number; readonly termId: number }
+  | {
+    readonly _tag: "WorkExited"
+    readonly handle: number
+    readonly termId: number
+    /**
+     * The work failed: give the term up (as a step-down, with handover already done since the work
+     * has exited) and stay out of the race for this many millis.
+     */
+    readonly stepDown?: number | undefined
+  }
   | {
     readonly _tag: "Join"
     readonly handle: number
@@ -370,7 +379,7 @@ const handle = (s: Step, event: Event): void => {
     case "Hint":
       return hint(s, event.hint)
     case "WorkExited":
-      return workExited(s, event.handle, event.termId)
+      return workExited(s, event.handle, event.termId, event.stepDown)
     case "Join":
       return join(s, event)
     case "Leave":
@@ -938,11 +947,16 @@ const finishHandover = (s: Step, e: Mutable<ElectionState>): void => {
   enterCooldown(s, e)
 }
 
-const workExited = (s: Step, handle: number, termId: number): void => {
+const workExited = (s: Step, handle: number, termId: number, stepDown: number | undefined): void => {
   const e = s.elections.get(handle)
   if (e === undefined || e.term === undefined || e.term.termId !== termId) return
   e.term = { ...e.term, workRunning: false }
-  if (e.status === "HANDOVER") finishHandover(s, e)
+  if (e.status === "HANDOVER") return finishHandover(s, e)
+  // Failed work ends its own term only: a later term of the same election is not touched.
+  if (stepDown !== undefined && e.status === "LEADER") {
+    e.cooldownUntil = Math.max(e.cooldownUntil, s.now + Math.max(0, stepDown))
+    beginStop(s, e, "cooldown", "STEPPED_DOWN")
+  }
 }
 
 /** Removes an election for good (its lease, if any, was released before). */

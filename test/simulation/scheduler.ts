@@ -793,7 +793,12 @@ class World {
     c.work.set(effect.termId, plan)
     if (u > 0.85) {
       // The work finishes on its own while the term goes on.
-      plan.exitItem = this.at(this.now + this.rng.range(0, 2 * this.p.timing.leaseDuration), () => this.workExit(c, effect.handle, effect.termId))
+      // Half of those fail: the shell then asks the engine to step down for a backoff.
+      const stepDown = this.rng.next() < 0.5 ? this.rng.range(0, 2 * this.p.timing.leaseDuration) : undefined
+      plan.exitItem = this.at(
+        this.now + this.rng.range(0, 2 * this.p.timing.leaseDuration),
+        () => this.workExit(c, effect.handle, effect.termId, stepDown)
+      )
     }
   }
 
@@ -806,12 +811,12 @@ class World {
     plan.exitItem = this.at(this.now + delay, () => this.workExit(c, effect.handle, effect.termId))
   }
 
-  workExit(c: Incarnation, handle: number, termId: number): void {
+  workExit(c: Incarnation, handle: number, termId: number, stepDown?: number): void {
     const plan = c.work.get(termId)
     if (plan === undefined || plan.exited) return
     plan.exited = true
     c.work.delete(termId)
-    this.deliver(c, { _tag: "WorkExited", handle, termId })
+    this.deliver(c, { _tag: "WorkExited", handle, termId, stepDown })
   }
 
   closeAll(): void {
