@@ -49,9 +49,42 @@ export interface LockOptions {
   readonly timeout?: Duration.DurationInput | undefined
 }
 
-export interface ElectionOptions {
+/**
+ * What happens when a leader's work fails or dies (an interruption by revocation is not a failure).
+ * By default the term ends: the lease is given up with handover (the work has already exited), and
+ * the election competes again after `backoff`, so another node can take over.
+ */
+export interface WorkFailureOptions {
+  /**
+   * `"stepDown"` (default): give the term up. `{ restart: schedule }`: run the work again on this
+   * leader as the schedule allows (its input is the failure's `Cause`; counted per term); once the
+   * schedule is done, step down.
+   */
+  readonly onFailure?: "stepDown" | { readonly restart: Schedule.Schedule<unknown, unknown> } | undefined
+  /**
+   * How long a stepped-down election stays out of the race: `initial` (default 1 second), doubled for
+   * each consecutive failure, capped at `max` (default 30 seconds); a term that ran for `resetAfter`
+   * (default 1 minute) before failing starts again from `initial`.
+   */
+  readonly backoff?: {
+    readonly initial?: Duration.DurationInput | undefined
+    readonly max?: Duration.DurationInput | undefined
+    readonly resetAfter?: Duration.DurationInput | undefined
+  } | undefined
+}
+
+export interface ElectionOptions extends WorkFailureOptions {
   /** Work run in a fiber for each term, interrupted when the term is revoked. */
   readonly work?: ((term: Term) => Effect.Effect<unknown, unknown>) | undefined
+}
+
+export interface ScheduleOptions {
+  /**
+   * Run the task once as soon as elected, then on the schedule. Default `false`: the first run waits
+   * for the schedule's first recurrence (as `Effect.schedule`), so an election (a deploy, a failover)
+   * does not rerun a cron job.
+   */
+  readonly immediate?: boolean | undefined
 }
 
 /** A handle on one election of this client. */
@@ -105,21 +138,27 @@ export interface SimbaClient {
   /** Competes for `name` forever, running `work` for each term; interrupt to stop (with handover). */
   readonly runWhileLeader: <E, R>(
     name: string,
-    work: (term: Term) => Effect.Effect<unknown, E, R>
+    work: (term: Term) => Effect.Effect<unknown, E, R>,
+    options?: WorkFailureOptions
   ) => Effect.Effect<never, ElectionError, R>
   /** Starts an election; it stops when the scope closes. */
   readonly election: (name: string, options?: ElectionOptions) => Effect.Effect<Election, ElectionError, Scope.Scope>
-  /** Runs `task` on `schedule` while this client leads `name`; a failing run is logged. */
+  /**
+   * Runs `task` on `schedule` while this client leads `name`, the first run at the schedule's first
+   * recurrence (`options.immediate` for one at once); a failing run is logged.
+   */
   readonly schedule: <Out, E, R, R2>(
     name: string,
     schedule: Schedule.Schedule<Out, unknown, R2>,
-    task: (term: Term) => Effect.Effect<unknown, E, R>
+    task: (term: Term) => Effect.Effect<unknown, E, R>,
+    options?: ScheduleOptions
   ) => Effect.Effect<never, ElectionError, R | R2>
   /** Joins `group` and runs `work(partition, term)` for each of its `partitions` this client leads. */
   readonly partitionGroup: <E, R>(
     group: string,
     partitions: number,
-    work: (partition: number, term: Term) => Effect.Effect<unknown, E, R>
+    work: (partition: number, term: Term) => Effect.Effect<unknown, E, R>,
+    options?: WorkFailureOptions
   ) => Effect.Effect<never, ElectionError | SimbaConfigError, R>
   /** Everything that happens, for any number of subscribers. */
   readonly events: Stream.Stream<SimbaEvent>
@@ -170,9 +209,10 @@ export const lock = (
 /** `runWhileLeader` on the `Simba` in context. */
 export const runWhileLeader = <E, R>(
   name: string,
-  work: (term: Term) => Effect.Effect<unknown, E, R>
+  work: (term: Term) => Effect.Effect<unknown, E, R>,
+  options?: WorkFailureOptions
 ): Effect.Effect<never, ElectionError, R | Simba> =>
-  Effect.flatMap(Simba, (simba) => simba.runWhileLeader(name, work))
+  Effect.flatMap(Simba, (simba) => simba.runWhileLeader(name, work, options))
 
 /** `election` on the `Simba` in context. */
 export const election = (
@@ -185,17 +225,19 @@ export const election = (
 export const schedule = <Out, E, R, R2>(
   name: string,
   schedule: Schedule.Schedule<Out, unknown, R2>,
-  task: (term: Term) => Effect.Effect<unknown, E, R>
+  task: (term: Term) => Effect.Effect<unknown, E, R>,
+  options?: ScheduleOptions
 ): Effect.Effect<never, ElectionError, R | R2 | Simba> =>
-  Effect.flatMap(Simba, (simba) => simba.schedule(name, schedule, task))
+  Effect.flatMap(Simba, (simba) => simba.schedule(name, schedule, task, options))
 
 /** `partitionGroup` on the `Simba` in context. */
 export const partitionGroup = <E, R>(
   group: string,
   partitions: number,
-  work: (partition: number, term: Term) => Effect.Effect<unknown, E, R>
+  work: (partition: number, term: Term) => Effect.Effect<unknown, E, R>,
+  options?: WorkFailureOptions
 ): Effect.Effect<never, ElectionError | SimbaConfigError, R | Simba> =>
-  Effect.flatMap(Simba, (simba) => simba.partitionGroup(group, partitions, work))
+  Effect.flatMap(Simba, (simba) => simba.partitionGroup(group, partitions, work, options))
 
 /** `events` of the `Simba` in context. */
 export const events: Stream.Stream<SimbaEvent, never, Simba> = Stream.unwrap(Effect.map(Simba, (simba) => simba.events))

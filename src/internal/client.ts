@@ -83,10 +83,11 @@ export const makeWithShell = (
     const client: SimbaClient = {
       withLock: (name, body, options) => Locks.withLock(shell, name, body, options),
       lock: (name, options) => Locks.lock(shell, name, options),
-      runWhileLeader: (name, work) => Elections.runWhileLeader(shell, name, work),
+      runWhileLeader: (name, work, options) => Elections.runWhileLeader(shell, name, work, options),
       election: (name, options) => Elections.election(shell, name, options),
-      schedule: (name, schedule, task) => Elections.schedule(shell, name, schedule, task),
-      partitionGroup: (group, partitions, work) => Partitions.partitionGroup(shell, group, partitions, work),
+      schedule: (name, schedule, task, options) => Elections.schedule(shell, name, schedule, task, options),
+      partitionGroup: (group, partitions, work, options) =>
+        Partitions.partitionGroup(shell, group, partitions, work, options),
       events: Stream.fromPubSub(shell.pubsub),
       snapshot: Snapshot.snapshot(shell),
       close

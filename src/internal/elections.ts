@@ -9,11 +9,12 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Engine from "../Engine.js"
-import type { Election, ElectionError, ElectionOptions } from "../Simba.js"
+import type { Election, ElectionError, ElectionOptions, ScheduleOptions, WorkFailureOptions } from "../Simba.js"
 import type * as Term from "../Term.js"
 import { request } from "./completions.js"
 import * as Handles from "./handles.js"
 import type { Shell } from "./shell.js"
+import * as WorkFailure from "./workFailure.js"
 
 export const election = (
   shell: Shell,
@@ -23,9 +24,15 @@ export const election = (
   Effect.gen(function*() {
     const current = yield* SubscriptionRef.make(Option.none<Term.Term>())
     const work = options?.work
+    const backoff = WorkFailure.backoff(options)
     const { handle, stop } = yield* Handles.start(shell, name, "election", work !== undefined, {
-      onElected: (term) => Effect.as(SubscriptionRef.set(current, Option.some(term)), Option.fromNullable(work?.(term))),
-      onRevoked: () => SubscriptionRef.set(current, Option.none())
+      onElected: (term) =>
+        Effect.as(
+          SubscriptionRef.set(current, Option.some(term)),
+          Option.map(Option.fromNullable(work?.(term)), (run) => WorkFailure.withRestart(name, options, run))
+        ),
+      onRevoked: () => SubscriptionRef.set(current, Option.none()),
+      onWorkFailed: (_partition, ranFor) => backoff.failed(-1, ranFor)
     })
     const terms = current.changes.pipe(Stream.filterMap((term) => term), Stream.changes)
     return {
@@ -53,12 +60,13 @@ export const election = (
 export const runWhileLeader = <E, R>(
   shell: Shell,
   name: string,
-  work: (term: Term.Term) => Effect.Effect<unknown, E, R>
+  work: (term: Term.Term) => Effect.Effect<unknown, E, R>,
+  options?: WorkFailureOptions
 ): Effect.Effect<never, ElectionError, R> =>
   Effect.flatMap(Effect.context<R>(), (context) =>
     Effect.scoped(
       Effect.zipRight(
-        election(shell, name, { work: (term) => Effect.provide(work(term), context) }),
+        election(shell, name, { ...options, work: (term) => Effect.provide(work(term), context) }),
         Effect.never
       )
     ))
@@ -67,14 +75,17 @@ export const schedule = <Out, E, R, R2>(
   shell: Shell,
   name: string,
   schedule: Schedule.Schedule<Out, unknown, R2>,
-  task: (term: Term.Term) => Effect.Effect<unknown, E, R>
+  task: (term: Term.Term) => Effect.Effect<unknown, E, R>,
+  options?: ScheduleOptions
 ): Effect.Effect<never, ElectionError, R | R2> =>
-  runWhileLeader(shell, name, (term) =>
-    task(term).pipe(
+  runWhileLeader(shell, name, (term) => {
+    const run = task(term).pipe(
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause)
           ? Effect.failCause(cause)
           : Effect.logWarning(`scheduled task ${name} failed; the next run still happens`, cause)
-      ),
-      Effect.repeat(schedule)
-    ))
+      )
+    )
+    // `Effect.schedule` waits for the first recurrence; `Effect.repeat` runs once first.
+    return options?.immediate === true ? Effect.repeat(run, schedule) : Effect.schedule(run, schedule)
+  })

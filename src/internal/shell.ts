@@ -31,6 +31,11 @@ export interface Hooks {
     partition: number | undefined
   ) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>>
   readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
+  /**
+   * The work of a term failed (not by its revocation) after running `ranFor` millis: the cooldown
+   * (millis) to step down for, or `undefined` to keep the term.
+   */
+  readonly onWorkFailed?: ((partition: number | undefined, ranFor: number) => number | undefined) | undefined
 }
 
 /** A term between its `Elected` and its `Revoked`. */

@@ -4,10 +4,12 @@
  * `revoked`, interrupts its work without waiting for it, and runs the hook.
  */
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import type * as Engine from "../Engine.js"
 import * as Term from "../Term.js"
 import { interruptSignal } from "./interrupt.js"
@@ -33,13 +35,27 @@ export const onElected = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "
     const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
     const work = hook === undefined ? Option.none() : yield* hook.onElected(term, effect.partition)
     if (Option.isSome(work)) {
+      const startedAt = yield* Clock.currentTimeMillis
+      // Set when the work failed on its own: the engine then gives the term up for this cooldown.
+      const stepDown = yield* Ref.make<number | undefined>(undefined)
+      const failed = (cause: Cause.Cause<unknown>) =>
+        Effect.gen(function*() {
+          // Failing because the term was revoked (e.g. `ensureValid`) is not the work's failure.
+          if (Cause.isInterruptedOnly(cause) || (yield* Deferred.isDone(revoked))) return
+          const ranFor = (yield* Clock.currentTimeMillis) - startedAt
+          const cooldown = hook?.onWorkFailed?.(effect.partition, ranFor)
+          yield* Effect.logError(
+            cooldown === undefined
+              ? `leader work for ${effect.name} failed`
+              : `leader work for ${effect.name} failed; giving the lease up, competing again in ${cooldown} ms`,
+            cause
+          )
+          yield* Ref.set(stepDown, cooldown)
+        })
       live.work = yield* work.value.pipe(
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.void
-            : Effect.logError(`leader work for ${effect.name} failed`, cause)
-        ),
-        Effect.ensuring(offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })),
+        Effect.catchAllCause(failed),
+        Effect.ensuring(Effect.flatMap(Ref.get(stepDown), (cooldown) =>
+          offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId, stepDown: cooldown }))),
         // Not in the client's scope: closing must not wait for work that ignores interruption
         // longer than the handover allows (the engine bounds it by the deadline). Every term is
         // revoked, and so its work interrupted, before the client closes.
