@@ -135,6 +135,8 @@ const record = (background: number, events: number): { readonly initial: Engine.
       case "Release":
         if (held.get(request.name) === request.token) held.delete(request.name)
         return { _tag: "Done" }
+      case "Withdraw":
+        return { _tag: "Done" }
       case "Members":
         return { _tag: "MemberList", members: [] }
       case "Join":

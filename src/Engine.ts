@@ -46,6 +46,8 @@ export type Request =
   | { readonly _tag: "CloseSession"; readonly sessionId: string }
   | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string }
   | { readonly _tag: "Release"; readonly sessionId: string; readonly name: string; readonly token: bigint }
+  /** The session no longer waits for `name`: leave its waiter queue (fire-and-forget; the reply is ignored). */
+  | { readonly _tag: "Withdraw"; readonly sessionId: string; readonly name: string }
   | { readonly _tag: "Join"; readonly sessionId: string; readonly group: string }
   | { readonly _tag: "Leave"; readonly sessionId: string; readonly group: string }
   | { readonly _tag: "Members"; readonly group: string }
@@ -210,6 +212,12 @@ export interface ElectionState {
    * duplicate message of an earlier grant is not.
    */
   readonly seenToken: bigint | undefined
+  /**
+   * The session a `HeldBy` reply of this election last came from (the backend may have queued it as a
+   * waiter there); cleared by a grant. An election that stops wanting the name without holding it
+   * then withdraws (see `withdraw`).
+   */
+  readonly queuedAs: string | undefined
   /** The lease this election holds (LEADER), or still holds during HANDOVER (then `revoked`). */
   readonly term: TermState | undefined
   readonly cooldownUntil: number
@@ -689,6 +697,7 @@ const newElection = (
     attempt: undefined,
     hinted: false,
     seenToken: undefined,
+    queuedAs: undefined,
     term: undefined,
     cooldownUntil: 0,
     afterHandover: "stop",
@@ -755,6 +764,9 @@ const onAcquire = (
         x.name === request.name && x.term?.sessionId === request.sessionId && x.term.token === token
       )
       if (!ours) giveBack(s, request.sessionId, request.name, token)
+    } else if (response._tag === "HeldBy" && request.sessionId === s.session.id && !wanted(s, request.name)) {
+      // An abandoned attempt may have queued the session after the election withdrew: withdraw again.
+      call(s, { _tag: "Withdraw", sessionId: request.sessionId, name: request.name })
     }
     return
   }
@@ -770,6 +782,7 @@ const onAcquire = (
     }
     case "HeldBy":
       see(e, response.token)
+      e.queuedAs = request.sessionId
       if (e.hinted) return tryAcquire(s, e)
       return scheduleRetry(s, e, ev.sentAt, response.remaining)
     case "Expired":
@@ -789,6 +802,7 @@ const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
   const sessionId = s.session.id as string
   const termId = nextId(s)
   see(e, token)
+  e.queuedAs = undefined
   e.term = {
     termId,
     token,
@@ -875,6 +889,29 @@ const onReleased = (s: Step, request: Extract<Request, { _tag: "Release" }>): vo
   writableReleased(s).delete(request.name)
 }
 
+/**
+ * An election stops wanting its name (stopped, timed out, interrupted, closing, cooling down) while a
+ * `HeldBy` may have left its session in the backend's waiter queue: tell the backend, so the queue
+ * does not keep a waiter that no longer waits. Not while another election of this client still wants
+ * the name (a queued lock inherits the session's place), nor when the election holds the lease.
+ */
+const withdraw = (s: Step, e: Mutable<ElectionState>): void => {
+  const sessionId = e.queuedAs
+  e.queuedAs = undefined
+  // A waiter of an earlier session leaves with it (the backend skips waiters whose session is gone).
+  if (sessionId === undefined || sessionId !== s.session.id || e.term !== undefined) return
+  if (wanted(s, e.name, e)) return
+  call(s, { _tag: "Withdraw", sessionId, name: e.name })
+}
+
+/** Whether an election of this client other than `except` still wants (or holds) `name`. */
+const wanted = (s: Step, name: string, except?: ElectionState): boolean => {
+  for (const e of s.elections.values()) {
+    if (e !== except && e.name === name && e.status !== "COOLDOWN") return true
+  }
+  return false
+}
+
 /** Involuntary loss: revoke at once, do not wait for the work, go back to candidacy (locks end). */
 const loseTerm = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
   revoke(s, e, reason)
@@ -927,6 +964,7 @@ const stepDown = (s: Step, handle: number, cooldown: number, completion: number)
 }
 
 const enterCooldown = (s: Step, e: Mutable<ElectionState>): void => {
+  withdraw(s, e)
   e.attempt = undefined
   e.hinted = false
   disarm(s, retryKey(e.handle))
@@ -968,6 +1006,7 @@ const remove = (s: Step, e: Mutable<ElectionState>): void => {
   disarm(s, cooldownKey(e.handle))
   disarm(s, handoverKey(e.handle))
   s.elections.delete(e.handle)
+  withdraw(s, e)
   if (e.status !== "QUEUED") publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "STOPPED" }))
   completeWaiters(s, e)
   if (e.kind === "lock" && e.status !== "QUEUED") {
@@ -1115,6 +1154,11 @@ const reply = (s: Step, ev: Extract<Event, { _tag: "Reply" }>): void => {
     case "Leave":
       // A failed leave ends with the session.
       if (response._tag === "Failed") failed(s, "leave", response.error)
+      return
+    case "Withdraw":
+      // A failed withdrawal leaves the session queued: a hand-off may then grant it the lease, which
+      // no election wants, so it is given back (see `unaskedLease`) and goes to the next waiter.
+      if (response._tag === "Failed") failed(s, "withdraw", response.error)
       return
   }
 }

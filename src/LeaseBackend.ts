@@ -132,6 +132,13 @@ export interface LeaseBackendService {
   readonly acquire: (sessionId: string, name: string) => Effect.Effect<AcquireReply, BackendError>
   /** Release the lease `name`: a no-op unless the session still holds it with exactly `token`. */
   readonly release: (sessionId: string, name: string, token: bigint) => Effect.Effect<void, BackendError>
+  /**
+   * The session no longer waits for the lease `name` (its candidate stopped, timed out or was
+   * interrupted): take it out of the name's waiter queue, so a release does not hand the lease to it
+   * and nobody waits behind it. A no-op when it does not wait (or the backend keeps no queue), and
+   * never a release: a lease the session holds stays held.
+   */
+  readonly withdraw: (sessionId: string, name: string) => Effect.Effect<void, BackendError>
   /** Make the session a member of `group` for as long as it lives. */
   readonly join: (sessionId: string, group: string) => Effect.Effect<JoinReply, BackendError>
   /** Remove the session from `group`. */
@@ -176,6 +183,8 @@ export interface Store {
   readonly closeSession: (sessionId: string) => Effect.Effect<void, unknown>
   readonly acquire: (sessionId: string, name: string) => Effect.Effect<AcquireReply, unknown>
   readonly release: (sessionId: string, name: string, token: bigint) => Effect.Effect<void, unknown>
+  /** See `LeaseBackendService.withdraw`. Default: a no-op, for a store that keeps no waiter queue. */
+  readonly withdraw?: ((sessionId: string, name: string) => Effect.Effect<void, unknown>) | undefined
   readonly join: (sessionId: string, group: string) => Effect.Effect<JoinReply, unknown>
   readonly leave: (sessionId: string, group: string) => Effect.Effect<void, unknown>
   readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, unknown>
@@ -195,6 +204,8 @@ export const make = (store: Store): LeaseBackendService => {
   const closing = instrument("closeSession")
   const acquiring = instrument("acquire")
   const releasing = instrument("release")
+  const withdrawing = instrument("withdraw")
+  const storeWithdraw = store.withdraw
   const joining = instrument("join")
   const leaving = instrument("leave")
   const listing = instrument("members")
@@ -235,6 +246,9 @@ export const make = (store: Store): LeaseBackendService => {
     release: (sessionId, name, token) =>
       releasing(withName("release", name, () =>
         isSessionId(sessionId) && token > 0n ? store.release(sessionId, name, token) : Effect.void)),
+    withdraw: (sessionId, name) =>
+      withdrawing(withName("withdraw", name, () =>
+        storeWithdraw !== undefined && isSessionId(sessionId) ? storeWithdraw(sessionId, name) : Effect.void)),
     join: (sessionId, group) =>
       joining(withName("join", group, () => isSessionId(sessionId) ? store.join(sessionId, group) : joinExpired)),
     leave: (sessionId, group) =>

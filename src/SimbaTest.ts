@@ -110,6 +110,7 @@ export type Operation =
   | "closeSession"
   | "acquire"
   | "release"
+  | "withdraw"
   | "join"
   | "leave"
   | "members"
@@ -320,6 +321,7 @@ export const faulty = (underlying: LeaseBackendService): Effect.Effect<FaultyBac
       closeSession: (sessionId) => send("closeSession", sessionId, undefined, underlying.closeSession(sessionId)),
       acquire: (sessionId, name) => send("acquire", sessionId, name, underlying.acquire(sessionId, name)),
       release: (sessionId, name, token) => send("release", sessionId, name, underlying.release(sessionId, name, token)),
+      withdraw: (sessionId, name) => send("withdraw", sessionId, name, underlying.withdraw(sessionId, name)),
       join: (sessionId, group) => send("join", sessionId, group, underlying.join(sessionId, group)),
       leave: (sessionId, group) => send("leave", sessionId, group, underlying.leave(sessionId, group)),
       members: (group) => send("members", undefined, group, underlying.members(group)),

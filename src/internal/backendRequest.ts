@@ -52,6 +52,8 @@ export const send = (
       })
     case "Release":
       return Effect.as(backend.release(request.sessionId, request.name, request.token), { _tag: "Done" as const })
+    case "Withdraw":
+      return Effect.as(backend.withdraw(request.sessionId, request.name), { _tag: "Done" as const })
     case "Join":
       return Effect.map(
         backend.join(request.sessionId, request.group),
@@ -71,6 +73,7 @@ const operationNames: Record<Engine.Request["_tag"], string> = {
   CloseSession: "closeSession",
   Acquire: "acquire",
   Release: "release",
+  Withdraw: "withdraw",
   Join: "join",
   Leave: "leave",
   Members: "members"

@@ -369,12 +369,13 @@ describe("Engine: step down and cooldown", () => {
     expect(d.election(1)?.status).toBe("COOLDOWN")
   })
 
-  it("Candidate -> Cooldown (stepDown): the pending retry is cancelled", () => {
+  it("Candidate -> Cooldown (stepDown): the pending retry is cancelled, the session leaves the queue", () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 10)
     const effects = d.send(stepDown(1, 2_000, 60), 100)
     expect(shows(effects)).toEqual([
+      "Call Withdraw a@s1",
       "Disarm retry:1",
       "Publish StatusChanged a COOLDOWN",
       "Arm cooldown:1 @2100",
@@ -401,12 +402,17 @@ describe("Engine: step down and cooldown", () => {
     expect(d.election(1)).toBeUndefined()
   })
 
-  it("Candidate -> [*] (stop): the retry is cancelled, STOPPED, complete", () => {
+  it("Candidate -> [*] (stop): the retry is cancelled, the session leaves the queue, STOPPED, complete", () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 10)
     const effects = d.send(stop(1, 61), 100)
-    expect(shows(effects)).toEqual(["Disarm retry:1", "Publish StatusChanged a STOPPED", "Complete 61 Ok"])
+    expect(shows(effects)).toEqual([
+      "Disarm retry:1",
+      "Call Withdraw a@s1",
+      "Publish StatusChanged a STOPPED",
+      "Complete 61 Ok"
+    ])
   })
 
   it("stop during a stepDown's handover: the handover ends in STOPPED and completes both waiters in order", () => {

@@ -120,6 +120,8 @@ const subject = (r: Engine.Request): string => {
       return ` ${r.name}@${r.sessionId}`
     case "Release":
       return ` ${r.name}#${r.token}@${r.sessionId}`
+    case "Withdraw":
+      return ` ${r.name}@${r.sessionId}`
     case "Join":
     case "Leave":
       return ` ${r.group}@${r.sessionId}`

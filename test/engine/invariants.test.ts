@@ -80,6 +80,7 @@ class Model {
       case "Join":
         return this.sessions.has(request.sessionId) ? { _tag: "Joined" } : { _tag: "Expired" }
       case "Leave":
+      case "Withdraw":
         return { _tag: "Done" }
       case "Members":
         return { _tag: "MemberList", members: [...this.sessions, "other"] }

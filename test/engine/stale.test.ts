@@ -39,12 +39,12 @@ describe("Engine rule 1: a reply to an abandoned attempt", () => {
     ])
   })
 
-  it("a HeldBy reply to an abandoned attempt does nothing", () => {
+  it("a HeldBy reply to an abandoned attempt only takes the session out of the queue it may have joined", () => {
     const d = liveDriver()
     d.start(1, "a")
     const attempt = d.call("Acquire", "a")
     d.send(stop(1, 9), 100)
-    expect(d.send(replyEvent(attempt, heldBy(4n, 1_000)), 200)).toEqual([])
+    expect(shows(d.send(replyEvent(attempt, heldBy(4n, 1_000)), 200))).toEqual(["Call Withdraw a@s1"])
   })
 
   it("an old attempt's grant is not adopted by a new election of the same name", () => {

@@ -501,6 +501,8 @@ export const formatRequest = (r: Engine.Request): string => {
       return `Acquire(${r.sessionId}, ${r.name})`
     case "Release":
       return `Release(${r.sessionId}, ${r.name}, ${r.token})`
+    case "Withdraw":
+      return `Withdraw(${r.sessionId}, ${r.name})`
     case "Join":
       return `Join(${r.sessionId}, ${r.group})`
     case "Leave":

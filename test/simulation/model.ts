@@ -7,6 +7,7 @@
  * - session ids are never reused; tokens of a name only rise, forever (release keeps the counter);
  * - acquire by the holder is idempotent (same token), `HeldBy` says how long the holder has left;
  * - releases with a stale token or by another session are no-ops;
+ * - `Withdraw` takes the session out of the name's waiter queue (a no-op when it does not wait);
  * - `Released` / `Granted` / `GroupChanged` hints are returned to the caller (the scheduler decides
  *   delivery); with `handOff`, a release or close grants the lease to the first live waiter.
  *
@@ -196,6 +197,9 @@ export class ModelBackend {
         this.holds(request.sessionId, request.name, false)
         return { response: { _tag: "Done" }, hints: [this.handOff(request.name, lease)] }
       }
+      case "Withdraw":
+        this.stopWaiting(request.name, request.sessionId)
+        return { response: { _tag: "Done" }, hints: [] }
       case "Join": {
         const session = this.sessions.get(request.sessionId)
         if (session === undefined) return { response: { _tag: "Expired" }, hints: [] }
