@@ -23,7 +23,9 @@ import type {
   SimbaClosedError,
   SimbaConfigError
 } from "./Errors.js"
+import type * as Cron from "effect/Cron"
 import * as Client from "./internal/client.js"
+import * as CronWork from "./internal/cron.js"
 import type { LeaseBackend } from "./LeaseBackend.js"
 import * as SimbaConfig from "./SimbaConfig.js"
 import type { ElectionStatus, SessionStatus, SimbaEvent } from "./SimbaEvent.js"
@@ -247,3 +249,59 @@ export const snapshot: Effect.Effect<SimbaSnapshot, never, Simba> = Effect.flatM
 
 /** `close` the `Simba` in context. */
 export const close: Effect.Effect<void, never, Simba> = Effect.flatMap(Simba, (simba) => simba.close)
+
+// Leader-only jobs as layers (as `@effect/cluster`'s `Singleton.make` and `ClusterCron.make`) -------
+
+/** A leader-only cron job: `Simba.cron` (a layer) and `Simba.runCron`. */
+export interface CronOptions<E, R> {
+  /** The lease name the job's election competes for. */
+  readonly name: string
+  /** When to run, e.g. `Cron.unsafeParse("0 3 * * *", "UTC")`. */
+  readonly cron: Cron.Cron
+  /** The job (or `(term) => job`); a failure is logged and the next tick still runs. */
+  readonly execute: Effect.Effect<unknown, E, R> | ((term: Term) => Effect.Effect<unknown, E, R>)
+  /**
+   * A tick that came before this client was elected (e.g. during a failover) runs at once if it is at
+   * most this old; older ones are skipped. Default 0: missed ticks are skipped. Nothing records which
+   * ticks a previous leader ran, so a tick inside the window may run twice (see the README).
+   */
+  readonly skipIfOlderThan?: Duration.DurationInput | undefined
+}
+
+/** Runs `options.execute` at each tick of `options.cron` while this client leads `options.name`. */
+export const runCron = <E, R>(options: CronOptions<E, R>): Effect.Effect<never, ElectionError, R | Simba> =>
+  Effect.flatMap(
+    Effect.zip(Simba, CronWork.work(options)),
+    ([simba, work]) => simba.runWhileLeader(options.name, work)
+  )
+
+/**
+ * `runCron` as a layer: merge it into the app's layers; the election starts when the layer is built
+ * (a bad name fails the build) and stops, with handover, when its scope closes.
+ */
+export const cron = <E, R>(options: CronOptions<E, R>): Layer.Layer<never, ElectionError, Simba | R> =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const simba = yield* Simba
+    const context = yield* Effect.context<R>()
+    const work = yield* CronWork.work(options)
+    yield* simba.election(options.name, { work: (term) => Effect.provide(work(term), context) })
+  }))
+
+/**
+ * A leader-only singleton as a layer: `run` (an `Effect` or `(term) => Effect`) runs while this client
+ * leads `name`, is interrupted when the term ends, and fails or dies as `options` say (see
+ * `WorkFailureOptions`). The election starts when the layer is built and stops when its scope closes.
+ */
+export const singleton = <E, R>(
+  name: string,
+  run: Effect.Effect<unknown, E, R> | ((term: Term) => Effect.Effect<unknown, E, R>),
+  options?: WorkFailureOptions
+): Layer.Layer<never, ElectionError, Simba | R> =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const simba = yield* Simba
+    const context = yield* Effect.context<R>()
+    yield* simba.election(name, {
+      ...options,
+      work: (term) => Effect.provide(Effect.isEffect(run) ? run : run(term), context)
+    })
+  }))
