@@ -47,6 +47,30 @@ describe("failing leader work", () => {
       yield* Fiber.interrupt(fiberA)
     }))
 
+  it.scoped("handover: the failing work's finalizers have run before the other client's work starts", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(2)
+      const [a, b] = clients as [typeof clients[0], typeof clients[0]]
+      const log = yield* Ref.make<ReadonlyArray<string>>([])
+      const note = (line: string) => Ref.update(log, (all) => [...all, line])
+      // A's work fails, and its finalizer takes 300 ms (closing a connection, flushing a buffer).
+      const workA = () =>
+        Effect.acquireRelease(note("a starts"), () => Effect.zipRight(Effect.sleep("300 millis"), note("a cleaned up"))).pipe(
+          Effect.zipRight(Effect.sleep("200 millis")),
+          Effect.zipRight(Effect.fail("db down")),
+          Effect.scoped
+        )
+      yield* Effect.fork(a.client.runWhileLeader("job", workA))
+      yield* advance("100 millis")
+      yield* Effect.fork(b.client.runWhileLeader("job", () => Effect.zipRight(note("b starts"), Effect.never)))
+      yield* advance("1 second", "10 millis")
+      expect(yield* Ref.get(log)).toEqual(["a starts", "a cleaned up", "b starts"])
+      const revokedA = (yield* eventsOf(a.events, "Revoked"))[0]!
+      const electedB = (yield* eventsOf(b.events, "Elected"))[0]!
+      expect(revokedA.event.reason).toBe("STEPPED_DOWN")
+      expect(electedB.at).toBeGreaterThanOrEqual(revokedA.at)
+    }))
+
   it.scoped("the backoff doubles per consecutive failure up to max; a failure (or defect) after resetAfter starts over", () =>
     Effect.gen(function*() {
       const { clients } = yield* makeClients(1)
