@@ -176,3 +176,46 @@ export const watchHints = (
       awaitSeen: (predicate) => waitSeen(predicate, "5 seconds")
     }
   })
+
+/**
+ * A private Redis Cluster of `size` masters (no replicas), the 16384 slots split evenly, for tests
+ * that pause, reconfigure or cut the connections of a cluster (never done on the shared 7000-7002).
+ * Each server's cluster bus listens on a free port of its own (`--cluster-port`).
+ */
+export const privateCluster = (size: number): Effect.Effect<ReadonlyArray<PrivateServer>, Error, Scope.Scope> =>
+  Effect.gen(function*() {
+    const busPorts = yield* Effect.forEach(Array.from({ length: size }, (_, i) => i), () => freePort)
+    const servers = yield* Effect.forEach(busPorts, (busPort) =>
+      privateServer(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", String(busPort)]))
+    const admins = yield* Effect.forEach(servers, (server) => rawClient(false, server.port))
+    const perNode = Math.ceil(16384 / size)
+    yield* Effect.forEach(admins, (admin, i) =>
+      Effect.promise(() =>
+        admin.call("CLUSTER", "ADDSLOTSRANGE", String(i * perNode), String(Math.min(16383, (i + 1) * perNode - 1)))
+      ))
+    yield* Effect.forEach(servers.slice(1), (server, i) =>
+      Effect.promise(() => admins[0]!.call("CLUSTER", "MEET", "127.0.0.1", String(server.port), String(busPorts[i + 1]))))
+    // Ready when every node sees every slot served and every other node.
+    const ready = Effect.forEach(admins, (admin) =>
+      Effect.promise(async () => {
+        const info = String(await admin.call("CLUSTER", "INFO"))
+        const nodes = String(await admin.call("CLUSTER", "NODES")).trim().split("\n")
+        return info.includes("cluster_state:ok") && nodes.length === size &&
+          nodes.every((line) => line.includes("connected"))
+      })).pipe(Effect.map((all) => all.every(Boolean)))
+    yield* ready.pipe(
+      Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("100 millis") }),
+      Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("private cluster not ready within 20 s") })
+    )
+    return servers
+  })
+
+/** The id (`CLIENT LIST`) of each connection named exactly `name` on the server `admin` is connected to. */
+export const clientIds = (admin: Redis, name: string, command?: string): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.promise(() => admin.call("CLIENT", "LIST") as Promise<string>).pipe(
+    Effect.map((list) =>
+      list.split("\n").filter((line) =>
+        line.includes(` name=${name} `) && (command === undefined || line.includes(` cmd=${command} `))
+      ).map((line) => /(?:^|\s)id=(\d+)/.exec(line)![1]!)
+    )
+  )

@@ -46,12 +46,13 @@ const sortedLeases = (reply: KeepAliveReply) => {
   return [...leases].sort((a, b) => a.name.localeCompare(b.name)).map((l) => [l.name, l.token])
 }
 /** The error, which must be a `BackendError` (not a `SimbaConfigError`). */
-const backendError = (error: BackendError | SimbaConfigError): BackendError => {
+type StartError = BackendError | SimbaConfigError | RedisBackend.EvictionPolicyError
+const backendError = (error: StartError): BackendError => {
   if (error._tag !== "BackendError") expect.fail(`expected BackendError, got ${error._tag}: ${error.message}`)
   return error
 }
 /** The error, which must be a `SimbaConfigError`. */
-const configError = (error: BackendError | SimbaConfigError): SimbaConfigError => {
+const configError = (error: StartError): SimbaConfigError => {
   if (error._tag !== "SimbaConfigError") expect.fail(`expected SimbaConfigError, got ${error._tag}: ${error.message}`)
   return error
 }

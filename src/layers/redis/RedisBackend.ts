@@ -8,7 +8,9 @@
  * - `slots.ts`: hash slots (`keySlot`) and the per-slot tags of session shadows (`slotTag`);
  * - `scripts.ts`: the Lua scripts, each with one typed caller (named keys and arguments);
  * - `replies.ts`: the scripts' replies as `Schema`s, and their translation into the SPI's answers;
- * - `connection.ts`: ioredis (loaded lazily), the connections, the script runner, the subscriber;
+ * - `connection.ts`: ioredis (loaded lazily), the connections, calls in flight, the script runner,
+ *   the subscriber, a client you bring (`makeWithClient`);
+ * - `eviction.ts`: the `maxmemory-policy` check at start;
  * - `hints.ts`: pub/sub messages decoded into `Hint`s;
  * - `operations.ts`: the store operations, each written once for both modes; `LeaseBackend.make`
  *   adds the rules every backend shares (ttl and name checks, unknown sessions, errors, spans).
@@ -166,7 +168,9 @@
  *
  * Commands are not queued while disconnected (`enableOfflineQueue: false`) and are not resent after a
  * reconnect (`autoResendUnfulfilledCommands: false`); every command has a timeout (`commandTimeout`,
- * default 5 s). A call that fails or times out may still have been applied by the server: the engine
+ * default 5 s). A call in flight when its connection (in a cluster: any node's) closes fails at once
+ * (`Connection.tracker`: ioredis would drop it unsettled until the timeout). A call that fails or
+ * times out may still have been applied by the server: the engine
  * handles that (an unknown held lease shows up in the next renewal and is released). After
  * `READONLY` (a failed-over primary) the connection is re-established. The subscriber connection is
  * resubscribed after a reconnect (ioredis `autoResubscribe`; in a cluster, ioredis picks another node
@@ -182,6 +186,9 @@
  * Interruption: ioredis cannot take back a command once sent, so interrupting a call abandons its
  * reply; the script may still run (as with a timeout, see above).
  *
+ * Eviction: at start every server (every master) must run `maxmemory-policy noeviction`, or the
+ * backend fails with `EvictionPolicyError` unless `allowEvictionPolicy` (see `eviction.ts`).
+ *
  * Persistence: the lease hashes are what keeps tokens rising. On a Redis without persistence, a
  * restart loses them and tokens start again from 1; enable AOF (`appendonly yes`, `appendfsync
  * everysec` or `always`) where fencing tokens must survive a restart.
@@ -192,68 +199,146 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import type { SimbaConfigError } from "../../Errors.js"
+import { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import * as Simba from "../../Simba.js"
 import * as Connection from "./connection.js"
 import * as Hints from "./hints.js"
 import { isSessionId, keys } from "./keys.js"
 import * as Operations from "./operations.js"
-import { config, type RedisOptions, resolve } from "./options.js"
+import * as Eviction from "./eviction.js"
+import type { EvictionPolicyError } from "./eviction.js"
+import {
+  type BackendSettings,
+  config,
+  type RedisClientOptions,
+  type RedisOptions,
+  resolve,
+  resolveBackend
+} from "./options.js"
 import { slotTag } from "./slots.js"
 
 export { keys } from "./keys.js"
-export { config, type Mode, type RedisClusterNode, type RedisOptions } from "./options.js"
+export type { Client } from "./connection.js"
+export { EvictionPolicyError } from "./eviction.js"
+export { config, type Mode, type RedisClientOptions, type RedisClusterNode, type RedisOptions } from "./options.js"
 export { reservationMillis } from "./scripts.js"
 export { keySlot, slotTag } from "./slots.js"
 
-/**
- * A `LeaseBackendService` on Redis, with its command and subscriber connections in the scope. Fails
- * with `SimbaConfigError` when an option is invalid, and with `BackendError` when ioredis is not
- * installed or Redis cannot be reached.
- */
-export const make = (
-  options: RedisOptions
-): Effect.Effect<LeaseBackend.LeaseBackendService, LeaseBackend.BackendError | SimbaConfigError, Scope.Scope> =>
+/** Everything after the command connection is ready: the eviction check, the subscriber, the operations. */
+const start = (
+  client: Connection.Client,
+  settings: BackendSettings
+): Effect.Effect<LeaseBackend.LeaseBackendService, LeaseBackend.BackendError | EvictionPolicyError, Scope.Scope> =>
   Effect.gen(function*() {
-    const settings = yield* resolve(options)
-    const driver = yield* Connection.loadIORedis
     const k = keys(settings.prefix)
     // Build the slot tag table now rather than during the first acquire.
     if (settings.mode === "cluster") slotTag(0)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const logError = (connection: string) => (error: Error) =>
       runFork(Effect.logDebug(`simba redis: ${connection} connection error: ${error.message}`))
-
-    const client = yield* Connection.connect(settings, () => Connection.newClient(driver, settings), logError("command"))
+    const tracker = yield* Connection.tracker(client, settings.commandTimeout)
+    yield* Eviction.check(client, tracker, settings.allowEvictionPolicy)
     const patterns = [k.leasePattern, k.groupPattern]
     const hints = yield* Hints.make(
       k,
-      (onMessage) => Connection.subscribe(driver, settings, client, patterns, onMessage, logError("subscriber"))
+      (onMessage) => Connection.subscribe(settings, client, patterns, onMessage, logError("subscriber"))
     )
     return LeaseBackend.make({
       backend: "redis",
       isSessionId,
       hints,
-      ...Operations.make(settings.mode, k, Connection.runner(client))
+      ...Operations.make(settings.mode, k, Connection.runner(client, tracker))
     })
+  })
+
+/**
+ * A `LeaseBackendService` on Redis, with its command and subscriber connections in the scope. Fails
+ * with `SimbaConfigError` when an option is invalid, with `EvictionPolicyError` when a server's
+ * `maxmemory-policy` is not `noeviction` (see `RedisOptions.allowEvictionPolicy`), and with
+ * `BackendError` when ioredis is not installed or Redis cannot be reached.
+ */
+export const make = (
+  options: RedisOptions
+): Effect.Effect<
+  LeaseBackend.LeaseBackendService,
+  LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const settings = yield* resolve(options)
+    const driver = yield* Connection.loadIORedis
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const client = yield* Connection.connect(
+      settings,
+      () => Connection.newClient(driver, settings),
+      (error) => runFork(Effect.logDebug(`simba redis: command connection error: ${error.message}`))
+    )
+    return yield* start(client, settings)
+  })
+
+/**
+ * A `LeaseBackendService` on an ioredis client (`Redis` or `Cluster`) you made: its commands go over
+ * that connection, and a duplicate of it (`client.duplicate()`, named `<connectionName>:hints`) is the
+ * subscriber. Simba never closes your client: you close it, after the scope that uses the backend;
+ * the duplicate is Simba's and closes with the scope. A client never connected (`lazyConnect`) is
+ * connected; a closed one fails with `BackendError`.
+ *
+ * The client keeps its own options; the backend fails a call at once when the connection is not
+ * ready (never into the offline queue) or closes while the call is in flight, and after
+ * `commandTimeout`. The client must not have an ioredis `keyPrefix` (use `keyPrefix` here): the
+ * pub/sub channels are named like the keys and would no longer match them.
+ */
+export const makeWithClient = (
+  client: Connection.Client,
+  options: RedisClientOptions = {}
+): Effect.Effect<
+  LeaseBackend.LeaseBackendService,
+  LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const cluster = Connection.isCluster(client)
+    const settings = yield* resolveBackend(options, cluster)
+    const clientPrefix = cluster ? client.options.redisOptions?.keyPrefix : client.options.keyPrefix
+    if (clientPrefix !== undefined && clientPrefix !== "") {
+      return yield* new SimbaConfigError({
+        field: "redis.client",
+        rule: "must have no ioredis keyPrefix (pub/sub channels are not prefixed): pass keyPrefix to Simba instead"
+      })
+    }
+    yield* Connection.awaitReady(client, settings.connectTimeout)
+    return yield* start(client, settings)
   })
 
 /** The Redis backend as a layer; both connections are closed when the layer's scope closes. */
 export const layer = (
   options: RedisOptions
-): Layer.Layer<LeaseBackend.LeaseBackend, LeaseBackend.BackendError | SimbaConfigError> =>
+): Layer.Layer<LeaseBackend.LeaseBackend, LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError> =>
   Layer.scoped(LeaseBackend.LeaseBackend, make(options))
+
+/**
+ * The Redis backend on an ioredis client you made (see `makeWithClient`): Simba never closes it; the
+ * subscriber connection it duplicates closes with the layer.
+ */
+export const layerWithClient = (
+  client: Connection.Client,
+  options: RedisClientOptions = {}
+): Layer.Layer<LeaseBackend.LeaseBackend, LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError> =>
+  Layer.scoped(LeaseBackend.LeaseBackend, makeWithClient(client, options))
 
 /** The Redis backend with its options read from `Config` (for example `config`, from the environment). */
 export const layerConfig = (
   options: Config.Config.Wrap<RedisOptions>
-): Layer.Layer<LeaseBackend.LeaseBackend, LeaseBackend.BackendError | SimbaConfigError | ConfigError.ConfigError> =>
-  Layer.scoped(LeaseBackend.LeaseBackend, Effect.flatMap(Config.unwrap(options), make))
+): Layer.Layer<
+  LeaseBackend.LeaseBackend,
+  LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError | ConfigError.ConfigError
+> => Layer.scoped(LeaseBackend.LeaseBackend, Effect.flatMap(Config.unwrap(options), make))
 
 /**
  * `Simba` on Redis: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`), `SIMBA_REDIS_CLUSTER`
- * (`host:port,...` for a Redis Cluster), `SIMBA_REDIS_KEY_PREFIX`, plus the `SIMBA_*` timing settings.
+ * (`host:port,...` for a Redis Cluster), `SIMBA_REDIS_KEY_PREFIX`, `SIMBA_REDIS_ALLOW_EVICTION_POLICY`, plus
+ * the `SIMBA_*` timing settings.
  * ioredis is loaded when the layer is built.
  */
 export const SimbaRedisLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

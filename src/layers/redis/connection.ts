@@ -8,7 +8,7 @@ import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import type { Cluster, ClusterOptions, Redis } from "ioredis"
 import { BackendError, loadDriver } from "../../LeaseBackend.js"
-import type { Settings } from "./options.js"
+import type { BackendSettings, Settings } from "./options.js"
 import type { Call } from "./scripts.js"
 
 /** What this backend uses of the ioredis module. */
@@ -43,11 +43,26 @@ export const newClient = (driver: Driver, settings: Settings): Client => {
   return new driver.Cluster(settings.cluster.map((node) => ({ host: node.host, port: node.port })), clusterOptions)
 }
 
-/** The subscriber: the same options as `client`, its own connection(s), another name. */
-export const duplicate = (driver: Driver, client: Client, connectionName: string): Client =>
-  client instanceof driver.Cluster
-    ? client.duplicate(undefined, { redisOptions: { ...client.options.redisOptions, connectionName } })
-    : client.duplicate({ connectionName })
+/**
+ * Whether `client` is an ioredis `Cluster`. Not `instanceof`: a client you bring may come from
+ * another copy of ioredis than the one this library loads.
+ */
+export const isCluster = (client: Client): client is Cluster => (client as { isCluster?: unknown }).isCluster === true
+
+/**
+ * The subscriber: the same options as `client`, its own connection(s), another name; connected by
+ * `connect` (so `lazyConnect`, whatever the client you bring says).
+ */
+export const duplicate = (client: Client, connectionName: string): Client =>
+  isCluster(client)
+    ? client.duplicate(undefined, {
+      lazyConnect: true,
+      redisOptions: { ...client.options.redisOptions, connectionName }
+    })
+    : client.duplicate({ connectionName, lazyConnect: true })
+
+/** `host:port` of a connection, for messages. */
+export const addressOf = (node: Redis): string => `${node.options.host ?? "127.0.0.1"}:${node.options.port ?? 6379}`
 
 /**
  * ioredis attaches the failed command to a reply error (`error.command.args`): for `AUTH` and `HELLO`
@@ -65,7 +80,7 @@ export const scrub = (cause: unknown): unknown => {
 
 /** Creates a connection in the scope (closed by a finalizer) and waits until it is ready. */
 export const connect = (
-  settings: Settings,
+  settings: BackendSettings,
   create: () => Client,
   onError: (error: Error) => void
 ): Effect.Effect<Client, BackendError, Scope.Scope> =>
@@ -113,8 +128,7 @@ export const connect = (
  * message goes to `onMessage`, synchronously and in order.
  */
 export const subscribe = (
-  driver: Driver,
-  settings: Settings,
+  settings: BackendSettings,
   client: Client,
   patterns: ReadonlyArray<string>,
   onMessage: (channel: string, message: string) => void,
@@ -123,7 +137,7 @@ export const subscribe = (
   Effect.gen(function*() {
     const subscriber = yield* connect(
       settings,
-      () => duplicate(driver, client, `${settings.connectionName}:hints`),
+      () => duplicate(client, `${settings.connectionName}:hints`),
       onError
     )
     subscriber.on("pmessage", (_pattern: string, channel: string, message: string) => onMessage(channel, message))
@@ -131,6 +145,109 @@ export const subscribe = (
       try: () => subscriber.psubscribe(...patterns),
       catch: (cause) => backendError("subscribe", cause)
     })
+  })
+
+/** Sends commands on a command connection and settles each call as an effect. */
+export interface Tracker {
+  /**
+   * Runs `send` (a command or commands on the connection) as an effect that fails with `BackendError`
+   * when the command fails, when no reply came within the command timeout, when the connection is not
+   * ready, and at once when the connection (in a cluster: any node's) closes while it is in flight.
+   */
+  readonly track: <A>(operation: string, send: () => Promise<A>) => Effect.Effect<A, BackendError>
+}
+
+/**
+ * Calls in flight on `client`, failed at once when a connection closes, for the scope. Why: when a
+ * connection drops, ioredis moves the commands it had written aside and, with
+ * `autoResendUnfulfilledCommands: false`, drops them on reconnect without settling them, so a call
+ * would wait for the command timeout (a lease can run out meanwhile); a cluster resends them after
+ * `retryDelayOnFailover`, behind whatever held the node. A client you bring may have any options, so
+ * the backend watches the connections' `close` events itself rather than relying on ioredis options.
+ * In a cluster a node's connection closing fails every call in flight on the client (the engine
+ * retries them); like any failed call, one may still have been applied.
+ */
+export const tracker = (client: Client, commandTimeout: number): Effect.Effect<Tracker, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const inFlight = new Set<(reason: string) => void>()
+    const failAll = (reason: string) => {
+      const calls = [...inFlight]
+      inFlight.clear()
+      for (const fail of calls) fail(reason)
+    }
+    const onClientClose = () => failAll("the connection closed")
+    const watched = new Map<Redis, () => void>()
+    const watchNode = (node: Redis) => {
+      if (watched.has(node)) return
+      const onClose = () => failAll(`the connection to ${addressOf(node)} closed`)
+      watched.set(node, onClose)
+      node.on("close", onClose)
+    }
+    const unwatchNode = (node: Redis) => {
+      const onClose = watched.get(node)
+      if (onClose === undefined) return
+      node.off("close", onClose)
+      watched.delete(node)
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        client.on("close", onClientClose)
+        if (isCluster(client)) {
+          for (const node of client.nodes("all")) watchNode(node)
+          client.on("+node", watchNode)
+          client.on("-node", unwatchNode)
+        }
+      }),
+      () =>
+        Effect.sync(() => {
+          client.off("close", onClientClose)
+          if (isCluster(client)) {
+            client.off("+node", watchNode)
+            client.off("-node", unwatchNode)
+            for (const node of [...watched.keys()]) unwatchNode(node)
+          }
+        })
+    )
+    const track = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
+      Effect.async<A, BackendError>((resume) => {
+        // Never into an offline queue (a client you bring may have one): it would be sent late.
+        if (client.status !== "ready") {
+          resume(Effect.fail(backendError(operation, `not connected (connection ${client.status})`)))
+          return
+        }
+        let open = true
+        const settle = (result: Effect.Effect<A, BackendError>) => {
+          if (!open) return
+          open = false
+          inFlight.delete(onClose)
+          resume(result)
+        }
+        const onClose = (reason: string) =>
+          settle(Effect.fail(backendError(operation, `${reason} while the call was in flight`)))
+        inFlight.add(onClose)
+        let promise: Promise<A>
+        try {
+          promise = send()
+        } catch (cause) {
+          settle(Effect.fail(backendError(operation, scrub(cause))))
+          return
+        }
+        // The promise settles later, or never (see above); after `settle` its outcome is ignored.
+        promise.then(
+          (reply) => settle(Effect.succeed(reply)),
+          (cause: unknown) => settle(Effect.fail(backendError(operation, scrub(cause))))
+        )
+        return Effect.sync(() => {
+          open = false
+          inFlight.delete(onClose)
+        })
+      }).pipe(
+        Effect.timeoutFail({
+          duration: Duration.millis(commandTimeout),
+          onTimeout: () => backendError(operation, `no reply within ${commandTimeout} ms`)
+        })
+      )
+    return { track }
   })
 
 /** Runs script calls on a command connection. */
@@ -151,7 +268,7 @@ const isNoScript = (error: unknown): boolean => error instanceof Error && error.
  * script again. Replies are decoded synchronously: the schemas have no effects, and the Effect-based
  * parser costs more than the round trip on a busy client.
  */
-export const runner = (client: Client): Runner => {
+export const runner = (client: Client, { track }: Tracker): Runner => {
   const send = ({ args, keys, script }: Call<unknown>): Promise<unknown> =>
     client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) =>
       isNoScript(error) ? client.eval(script.lua, keys.length, ...keys, ...args) : Promise.reject(error)
@@ -161,14 +278,12 @@ export const runner = (client: Client): Runner => {
       onLeft: (error) => Effect.fail(backendError(operation, error)),
       onRight: Effect.succeed
     })
-  const sent = <A>(operation: string, promise: () => Promise<A>) =>
-    Effect.tryPromise({ try: promise, catch: (cause) => backendError(operation, scrub(cause)) })
   const run = <A>(operation: string, call: Call<A>): Effect.Effect<A, BackendError> =>
-    sent(operation, () => send(call)).pipe(Effect.flatMap((raw) => decode(operation, call, raw)))
+    track(operation, () => send(call)).pipe(Effect.flatMap((raw) => decode(operation, call, raw)))
   const runAll = <A>(operation: string, calls: ReadonlyArray<Call<A>>): Effect.Effect<ReadonlyArray<A>, BackendError> =>
     calls.length === 0
         ? Effect.succeed([])
-        : sent(operation, () => Promise.all(calls.map(send))).pipe(
+        : track(operation, () => Promise.all(calls.map(send))).pipe(
           Effect.flatMap((raws) => {
             const replies: Array<A> = []
             for (let i = 0; i < calls.length; i++) {
@@ -180,4 +295,47 @@ export const runner = (client: Client): Runner => {
           })
         )
   return { run, runAll }
+}
+
+/**
+ * Waits until a client you bring is ready: connects it when it was never connected (`lazyConnect`;
+ * Simba still never closes it), fails when it was closed or is not ready within `connectTimeout`.
+ */
+export const awaitReady = (client: Client, connectTimeout: number): Effect.Effect<void, BackendError> => {
+  let lastError: unknown
+  return Effect.async<void, BackendError>((resume) => {
+    if (client.status === "ready") return resume(Effect.void)
+    if (client.status === "end") return resume(Effect.fail(backendError("connect", "the client given is closed")))
+    const stop = () => {
+      client.off("ready", onReady)
+      client.off("end", onEnd)
+    }
+    const onReady = () => {
+      stop()
+      resume(Effect.void)
+    }
+    const onEnd = () => {
+      stop()
+      resume(Effect.fail(backendError("connect", scrub(lastError ?? "the client given was closed"))))
+    }
+    client.on("ready", onReady)
+    client.on("end", onEnd)
+    if (client.status === "wait") {
+      client.connect().catch((error: unknown) => {
+        lastError = error
+      })
+    }
+    return Effect.sync(stop)
+  }).pipe(
+    Effect.timeoutFail({
+      duration: Duration.millis(connectTimeout),
+      onTimeout: () =>
+        backendError(
+          "connect",
+          `the client given was not ready within ${connectTimeout} ms (status ${client.status})${
+            lastError instanceof Error ? `: ${lastError.message}` : ""
+          }`
+        )
+    })
+  )
 }

@@ -59,7 +59,26 @@ export interface RedisOptions {
   readonly redisOptions?: IORedisOptions | undefined
   /** Further ioredis `Cluster` options (for example `natMap`, `dnsLookup`, `slotsRefreshTimeout`), applied the same way. */
   readonly clusterOptions?: ClusterOptions | undefined
+  /**
+   * Start even though a server's `maxmemory-policy` is not `noeviction`, or cannot be read. Default
+   * `false`: the backend then refuses to start with `EvictionPolicyError`. What can go wrong when set:
+   * under memory pressure Redis may evict the session keys (every `volatile-*` policy picks exactly
+   * them, they carry `PX`) and, with `allkeys-*`, the lease hashes and queues: a holder's lease is then
+   * free on the server while its client still believes it holds it (two leaders at once), and an
+   * evicted lease hash restarts its fencing tokens from 1. Set it only when the policy really is
+   * `noeviction` but cannot be read (`CONFIG GET` and `INFO` both refused), or memory can never run out.
+   */
+  readonly allowEvictionPolicy?: boolean | undefined
 }
+
+/**
+ * The options of a backend built on a client you bring (`RedisBackend.makeWithClient`): the client
+ * gives the connection; these the keys, the timeouts and the subscriber's name.
+ */
+export type RedisClientOptions = Pick<
+  RedisOptions,
+  "keyPrefix" | "routeBySlot" | "connectTimeout" | "commandTimeout" | "connectionName" | "allowEvictionPolicy"
+>
 
 /**
  * How the scripts find a session's state (see "Redis Cluster" in `RedisBackend`):
@@ -68,12 +87,20 @@ export interface RedisOptions {
  */
 export type Mode = "node" | "cluster"
 
-/** The options, checked and filled in with their defaults. */
-export interface Settings {
+/** What every Redis backend needs, however its command connection was made. */
+export interface BackendSettings {
   readonly prefix: string
   readonly mode: Mode
   readonly connectTimeout: number
+  /** Milliseconds after which a call fails (also enforced by the backend, for a client you bring). */
+  readonly commandTimeout: number
+  /** The command connection's name (of a client you bring: only the base of the subscriber's name). */
   readonly connectionName: string
+  readonly allowEvictionPolicy: boolean
+}
+
+/** The options, checked and filled in with their defaults. */
+export interface Settings extends BackendSettings {
   /** ioredis options of each connection (of each node's, in a cluster). */
   readonly redisOptions: IORedisOptions
   /** The nodes to start from, for a Redis Cluster; `undefined` for a single server. */
@@ -84,7 +111,8 @@ export interface Settings {
 /**
  * Options read from the environment: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`),
  * `SIMBA_REDIS_CLUSTER` (optional, `host:port,host:port,...`: use a cluster; the URL then only gives
- * credentials and TLS) and `SIMBA_REDIS_KEY_PREFIX` (default `simba`).
+ * credentials and TLS), `SIMBA_REDIS_KEY_PREFIX` (default `simba`) and
+ * `SIMBA_REDIS_ALLOW_EVICTION_POLICY` (default `false`, see `RedisOptions.allowEvictionPolicy`).
  */
 export const config: Config.Config<RedisOptions> = Config.all({
   url: Config.redacted("SIMBA_REDIS_URL").pipe(Config.withDefault(Redacted.make("redis://127.0.0.1:6379"))),
@@ -106,7 +134,8 @@ export const config: Config.Config<RedisOptions> = Config.all({
     Config.option,
     Config.map(Option.getOrUndefined)
   ),
-  keyPrefix: Config.string("SIMBA_REDIS_KEY_PREFIX").pipe(Config.withDefault(defaultPrefix))
+  keyPrefix: Config.string("SIMBA_REDIS_KEY_PREFIX").pipe(Config.withDefault(defaultPrefix)),
+  allowEvictionPolicy: Config.boolean("SIMBA_REDIS_ALLOW_EVICTION_POLICY").pipe(Config.withDefault(false))
 })
 
 const prefixPattern = /^[A-Za-z0-9._:-]+$/
@@ -164,11 +193,45 @@ const parseUrl = (url: Redacted.Redacted | string | undefined): Effect.Effect<Fr
   })
 }
 
+/**
+ * Checks the options every backend has (`RedisClientOptions`) and fills in their defaults; `cluster`
+ * says whether the command connection is a Redis Cluster.
+ */
+export const resolveBackend = (
+  options: RedisClientOptions,
+  cluster: boolean
+): Effect.Effect<BackendSettings, SimbaConfigError> =>
+  Effect.gen(function*() {
+    const prefix = options.keyPrefix ?? defaultPrefix
+    if (typeof prefix !== "string" || !prefixPattern.test(prefix)) {
+      return yield* invalid("keyPrefix", "may contain only the characters [A-Za-z0-9._:-]")
+    }
+    const connectTimeout = yield* millis("connectTimeout", options.connectTimeout, 10_000)
+    const commandTimeout = yield* millis("commandTimeout", options.commandTimeout, 5_000)
+    const connectionName = options.connectionName ?? "simba"
+    if (typeof connectionName !== "string" || !connectionNamePattern.test(connectionName)) {
+      return yield* invalid("connectionName", "must be printable ASCII characters without spaces, at least one")
+    }
+    const routeBySlot = options.routeBySlot ?? cluster
+    if (typeof routeBySlot !== "boolean") return yield* invalid("routeBySlot", "must be true or false")
+    if (cluster && !routeBySlot) {
+      return yield* invalid("routeBySlot", "must be true with a cluster (a script may touch one hash slot only)")
+    }
+    const allowEvictionPolicy = options.allowEvictionPolicy ?? false
+    if (typeof allowEvictionPolicy !== "boolean") return yield* invalid("allowEvictionPolicy", "must be true or false")
+    return {
+      prefix,
+      mode: routeBySlot ? "cluster" : "node",
+      connectTimeout,
+      commandTimeout,
+      connectionName,
+      allowEvictionPolicy
+    } satisfies BackendSettings
+  })
+
 /** Checks `options` and fills in the defaults; fails with `SimbaConfigError` naming the first invalid option. */
 export const resolve = (options: RedisOptions): Effect.Effect<Settings, SimbaConfigError> =>
   Effect.gen(function*() {
-    const prefix = options.keyPrefix ?? defaultPrefix
-    if (!prefixPattern.test(prefix)) return yield* invalid("keyPrefix", "may contain only the characters [A-Za-z0-9._:-]")
     const fromUrl = yield* parseUrl(options.url)
     const port = options.port ?? fromUrl.port ?? 6379
     if (!isPort(port)) return yield* invalid("port", "must be an integer in 1..65535")
@@ -178,12 +241,6 @@ export const resolve = (options: RedisOptions): Effect.Effect<Settings, SimbaCon
     const tls = tlsOption === true ? {} : tlsOption === false ? undefined : tlsOption
     const password = options.password !== undefined ? Redacted.value(options.password) : fromUrl.password
     const username = options.username ?? fromUrl.username
-    const connectTimeout = yield* millis("connectTimeout", options.connectTimeout, 10_000)
-    const commandTimeout = yield* millis("commandTimeout", options.commandTimeout, 5_000)
-    const connectionName = options.connectionName ?? "simba"
-    if (!connectionNamePattern.test(connectionName)) {
-      return yield* invalid("connectionName", "must be printable ASCII characters without spaces, at least one")
-    }
     const cluster = options.cluster?.nodes
     if (cluster !== undefined) {
       if (cluster.length === 0) return yield* invalid("cluster.nodes", "must not be empty")
@@ -192,10 +249,8 @@ export const resolve = (options: RedisOptions): Effect.Effect<Settings, SimbaCon
       }
       if (db !== 0) return yield* invalid("db", "must be 0 with a cluster")
     }
-    const routeBySlot = options.routeBySlot ?? cluster !== undefined
-    if (cluster !== undefined && !routeBySlot) {
-      return yield* invalid("routeBySlot", "must be true with a cluster (a script may touch one hash slot only)")
-    }
+    const backend = yield* resolveBackend(options, cluster !== undefined)
+    const { commandTimeout, connectTimeout, connectionName } = backend
     const redisOptions: IORedisOptions = {
       ...options.redisOptions,
       host: options.host ?? fromUrl.host ?? "127.0.0.1",
@@ -215,10 +270,7 @@ export const resolve = (options: RedisOptions): Effect.Effect<Settings, SimbaCon
       reconnectOnError: (error) => error.message.startsWith("READONLY") ? 1 : false
     }
     return {
-      prefix,
-      mode: routeBySlot ? "cluster" : "node",
-      connectTimeout,
-      connectionName,
+      ...backend,
       redisOptions,
       cluster,
       clusterOptions: options.clusterOptions
