@@ -8,6 +8,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -232,6 +233,26 @@ describe("SQL backend (postgres): timeouts", () => {
 })
 
 describe("SQL backend: layerFromClient", () => {
+  it.live("the application's SqlClient outlives the backend built on it (Simba never closes it)", () =>
+    Effect.gen(function*() {
+      for (const [fromClient, rawClient] of [
+        [PgBackend.layerFromClient({ tablePrefix: "simba_t_pgx_" }), pgClient],
+        [MysqlBackend.layerFromClient({ tablePrefix: "simba_t_myx_" }), mysqlClient]
+      ] as const) {
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient
+          yield* Effect.scoped(Effect.gen(function*() {
+            const b = Context.get(yield* Layer.build(fromClient), LeaseBackend)
+            const sessionId = (yield* b.openSession(ttl)).sessionId
+            yield* b.closeSession(sessionId)
+          }))
+          // The backend's scope is closed; the application's pool still answers.
+          const rows = yield* sql<{ one: number }>`SELECT 1 AS one`
+          expect(Number(rows[0]!.one)).toBe(1)
+        }).pipe(Effect.provide(rawClient), Effect.scoped)
+      }
+    }), 30_000)
+
   it.live("PostgreSQL: on a PgClient configured by host and port, releases come back as hints", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
