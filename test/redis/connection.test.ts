@@ -14,8 +14,9 @@ import type * as Scope from "effect/Scope"
 import { Cluster, Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
-import { type AcquireReply, BackendError, type LeaseBackendService } from "../../src/LeaseBackend.js"
+import { type AcquireReply, BackendError, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import * as Simba from "../../src/Simba.js"
 import {
   clientIds,
   clusterNodes,
@@ -248,6 +249,24 @@ describe("Redis backend on a client you bring", () => {
 
   it.scopedLive("cluster: an ioredis Cluster", () =>
     Effect.flatMap(userClient(() => new Cluster(clusterNodes)), (client) => roundTrip(client, true)), 30_000)
+
+  it.scopedLive("Simba on your client: an election is won through it", () =>
+    Effect.gen(function*() {
+      const client = yield* userClient(() => new Redis(6379, "127.0.0.1"))
+      const name = uniqueName("byo-election")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const backend = yield* RedisBackend.makeWithClient(client, { keyPrefix: unique("simba-byo") })
+        const simba = yield* Simba.make({ leaseDuration: "1500 millis", margin: "400 millis" }).pipe(
+          Effect.provideService(LeaseBackend, backend)
+        )
+        const election = yield* simba.election(name)
+        yield* election.status.pipe(
+          Effect.repeat({ until: (status) => status === "LEADER", schedule: Schedule.spaced("20 millis") }),
+          Effect.timeout("10 seconds")
+        )
+      }))
+      expect(yield* Effect.promise(() => client.ping())).toBe("PONG")
+    }), 30_000)
 
   it.scopedLive("a lazyConnect client is connected; a closed one fails with BackendError", () =>
     Effect.gen(function*() {

@@ -92,8 +92,12 @@ export const check = (
         const error = Either.isRight(policy)
           ? new EvictionPolicyError({ node: addressOf(node), policy: policy.right })
           : new EvictionPolicyError({ node: addressOf(node), policy: undefined, unreadable: policy.left })
+        const found = error.policy === undefined ? `an unreadable maxmemory-policy (${error.unreadable})` : `maxmemory-policy ${error.policy}`
         return allow
-          ? Effect.logWarning(`simba redis: started with allowEvictionPolicy although ${error.message}`)
+          ? Effect.logWarning(
+            `simba redis: starting because allowEvictionPolicy is set, but Redis ${error.node} has ${found}: ` +
+              "an evicted session key or lease hash lets two clients lead at once and restarts fencing tokens"
+          )
           : Effect.fail(error)
       }),
     { concurrency: "unbounded", discard: true }
