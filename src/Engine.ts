@@ -91,6 +91,11 @@ export type Event =
     readonly kind: "election" | "lock"
     readonly hasWork: boolean
     readonly completion: number
+    /**
+     * A try-lock: one acquire, no waiting. This completion answers `Ok` once the lock is held, or
+     * `NotAcquired` (and the lock is removed) after the first attempt fails for any reason.
+     */
+    readonly tryCompletion?: number | undefined
   }
   | { readonly _tag: "Stop"; readonly handle: number; readonly completion: number }
   | { readonly _tag: "StepDown"; readonly handle: number; readonly cooldown: number; readonly completion: number }
@@ -127,6 +132,8 @@ export type Outcome =
   | { readonly _tag: "Ok" }
   | { readonly _tag: "AlreadyStarted"; readonly name: string }
   | { readonly _tag: "Closed" }
+  /** A try-lock's one attempt did not win the lease. */
+  | { readonly _tag: "NotAcquired" }
 
 export type Effect =
   /** Perform a backend request; reply with a `Reply` event carrying `requestId`, `sentAt` and `request`. */
@@ -225,6 +232,8 @@ export interface ElectionState {
   readonly afterHandover: "stop" | "cooldown"
   /** Completions waiting for this election's stop/stepDown to finish. */
   readonly waiters: ReadonlyArray<number>
+  /** A try-lock's completion, until its one attempt is decided. */
+  readonly tryCompletion?: number | undefined
 }
 
 export interface GroupState {
@@ -469,6 +478,7 @@ const complete = (s: Step, completion: number, outcome: Outcome): void => {
 }
 
 const ok: Outcome = { _tag: "Ok" }
+const notAcquired: Outcome = { _tag: "NotAcquired" }
 
 const failed = (s: Step, operation: string, error: string): void =>
   publish(s, SimbaEvent.BackendFailed({ operation, error }))
@@ -660,7 +670,10 @@ const reconcileLeases = (
 /** Rule 4: an expired (or, for us, ended) session is never revived: revoke all, open a new one. */
 const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): void => {
   const sessionId = s.session.id
+  // Try-locks whose one attempt the lost session abandoned end (after the new session is asked for).
+  const triedOut: Array<Mutable<ElectionState>> = []
   for (const e of s.elections.values()) {
+    if (e.attempt !== undefined && e.tryCompletion !== undefined) triedOut.push(e)
     if (e.attempt !== undefined) e.attempt = undefined
     if (e.term !== undefined) loseTerm(s, e, reason)
   }
@@ -678,9 +691,11 @@ const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): void => 
   }
   if (s.closing !== undefined) {
     s.session = { ...s.session, id: undefined, status: "CLOSED", deadline: Number.NEGATIVE_INFINITY }
-    return maybeFinishClose(s)
+  } else {
+    openSession(s)
   }
-  openSession(s)
+  for (const e of triedOut) if (s.elections.has(e.handle)) remove(s, e)
+  maybeFinishClose(s)
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -708,10 +723,19 @@ const newElection = (
 }
 
 const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
-  if (s.closing !== undefined) return complete(s, ev.completion, { _tag: "Closed" })
+  const refuse = (outcome: Outcome): void => {
+    complete(s, ev.completion, outcome)
+    if (ev.tryCompletion !== undefined) complete(s, ev.tryCompletion, outcome)
+  }
+  if (s.closing !== undefined) return refuse({ _tag: "Closed" })
   const same = Array.from(s.elections.values()).filter((e) => e.name === ev.name)
   if (same.length > 0 && !(ev.kind === "lock" && same.every((e) => e.kind === "lock"))) {
-    return complete(s, ev.completion, { _tag: "AlreadyStarted", name: ev.name })
+    return refuse({ _tag: "AlreadyStarted", name: ev.name })
+  }
+  // A try-lock never queues: a lock of this client holds or wants the name.
+  if (same.length > 0 && ev.tryCompletion !== undefined) {
+    complete(s, ev.completion, ok)
+    return complete(s, ev.tryCompletion, notAcquired)
   }
   const e = newElection(s, {
     handle: ev.handle,
@@ -721,6 +745,7 @@ const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
     partition: undefined,
     hasWork: ev.hasWork
   })
+  e.tryCompletion = ev.tryCompletion
   complete(s, ev.completion, ok)
   if (same.length > 0) {
     // Locks of one name in one client queue FIFO (handles are allocated in call order).
@@ -771,6 +796,8 @@ const onAcquire = (
     return
   }
   e.attempt = undefined
+  // A try-lock's one attempt: anything but an adopted grant ends it.
+  const retry = e.tryCompletion === undefined
   switch (response._tag) {
     case "Granted": {
       const current = request.sessionId === s.session.id && sessionUsable(s)
@@ -778,19 +805,22 @@ const onAcquire = (
         return adopt(s, e, response.token)
       }
       giveBack(s, request.sessionId, request.name, response.token)
-      return scheduleRetry(s, e, ev.sentAt)
+      return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
     }
     case "HeldBy":
       see(e, response.token)
       e.queuedAs = request.sessionId
+      // A try-lock ends here; `remove` withdraws the waiter the HeldBy may have queued.
+      if (!retry) return remove(s, e)
       if (e.hinted) return tryAcquire(s, e)
       return scheduleRetry(s, e, ev.sentAt, response.remaining)
     case "Expired":
-      if (request.sessionId === s.session.id) return sessionLost(s, "SESSION_EXPIRED")
+      if (request.sessionId === s.session.id) sessionLost(s, "SESSION_EXPIRED")
+      if (!retry && s.elections.has(e.handle)) remove(s, e)
       return
     default:
       failed(s, "acquire", response._tag === "Failed" ? response.error : response._tag)
-      return scheduleRetry(s, e, ev.sentAt)
+      return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
   }
 }
 
@@ -828,6 +858,10 @@ const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
   })
   publish(s, SimbaEvent.Elected({ name: e.name, token }))
   setStatus(s, e, "LEADER")
+  if (e.tryCompletion !== undefined) {
+    complete(s, e.tryCompletion, ok)
+    e.tryCompletion = undefined
+  }
 }
 
 /** Rule 2, first half: revoke (exactly once per term). */
@@ -1009,6 +1043,7 @@ const remove = (s: Step, e: Mutable<ElectionState>): void => {
   withdraw(s, e)
   if (e.status !== "QUEUED") publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "STOPPED" }))
   completeWaiters(s, e)
+  if (e.tryCompletion !== undefined) complete(s, e.tryCompletion, s.closing === undefined ? notAcquired : { _tag: "Closed" })
   if (e.kind === "lock" && e.status !== "QUEUED") {
     const next = Array.from(s.elections.values()).find((x) => x.name === e.name && x.status === "QUEUED")
     if (next !== undefined) {

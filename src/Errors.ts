@@ -47,12 +47,29 @@ export class LockTimeoutError extends Data.TaggedError("LockTimeoutError")<{
   }
 }
 
-/** An election (or lock) of this name is already started on this client. */
+/**
+ * The name is already in use on this client by an election, a leader-only schedule or
+ * `runWhileLeader` (or, for an election, by a lock): locks, elections and partition leases share one
+ * name space per client, and a name serves one of them at a time.
+ */
 export class ElectionAlreadyStartedError extends Data.TaggedError("ElectionAlreadyStartedError")<{
   readonly lease: string
 }> {
   override get message() {
-    return `an election named ${this.lease} is already started on this client`
+    return `an election named ${this.lease} is already started on this client ` +
+      `(locks and elections share one name space per client)`
+  }
+}
+
+/**
+ * The calling fiber (or a fiber it was forked from) already holds the lock: locks are not
+ * re-entrant, and waiting for it would wait for ourselves forever.
+ */
+export class LockReentryError extends Data.TaggedError("LockReentryError")<{
+  readonly lease: string
+}> {
+  override get message() {
+    return `lock ${this.lease} is already held by this fiber or a fiber it was forked from (locks are not re-entrant)`
   }
 }
 

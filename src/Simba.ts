@@ -19,6 +19,7 @@ import type {
   ElectionAlreadyStartedError,
   InvalidLeaseNameError,
   LockLostError,
+  LockReentryError,
   LockTimeoutError,
   SimbaClosedError,
   SimbaConfigError
@@ -40,6 +41,7 @@ export type LockError =
   | InvalidLeaseNameError
   | LockTimeoutError
   | LockLostError
+  | LockReentryError
   | ElectionAlreadyStartedError
   | SimbaClosedError
 
@@ -47,7 +49,10 @@ export type LockError =
 export type ElectionError = InvalidLeaseNameError | ElectionAlreadyStartedError | SimbaClosedError
 
 export interface LockOptions {
-  /** Give up waiting after this long with `LockTimeoutError`; the attempt is then abandoned for good. */
+  /**
+   * Give up waiting after this long with `LockTimeoutError`; the attempt is then abandoned for good.
+   * Zero is a try-lock on every backend: one acquire round trip, no waiting (see `tryWithLock`).
+   */
   readonly timeout?: Duration.DurationInput | undefined
 }
 
@@ -135,6 +140,14 @@ export interface SimbaClient {
     body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
     options?: LockOptions
   ) => Effect.Effect<A, E | LockError, R>
+  /**
+   * Runs `body` if the lock `name` is free: one acquire round trip (once the session is live), no
+   * waiting. `Some` of the body's result, or `None` (body not run) if another holder has it.
+   */
+  readonly tryWithLock: <A, E, R>(
+    name: string,
+    body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>)
+  ) => Effect.Effect<Option.Option<A>, E | Exclude<LockError, LockTimeoutError>, R>
   /** Holds the lock `name` until the scope closes. */
   readonly lock: (name: string, options?: LockOptions) => Effect.Effect<Term, LockError, Scope.Scope>
   /** Competes for `name` forever, running `work` for each term; interrupt to stop (with handover). */
@@ -201,6 +214,13 @@ export const withLock = <A, E, R>(
   body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
   options?: LockOptions
 ): Effect.Effect<A, E | LockError, R | Simba> => Effect.flatMap(Simba, (simba) => simba.withLock(name, body, options))
+
+/** `tryWithLock` on the `Simba` in context. */
+export const tryWithLock = <A, E, R>(
+  name: string,
+  body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>)
+): Effect.Effect<Option.Option<A>, E | Exclude<LockError, LockTimeoutError>, R | Simba> =>
+  Effect.flatMap(Simba, (simba) => simba.tryWithLock(name, body))
 
 /** `lock` on the `Simba` in context. */
 export const lock = (

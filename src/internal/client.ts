@@ -82,6 +82,7 @@ export const makeWithShell = (
 
     const client: SimbaClient = {
       withLock: (name, body, options) => Locks.withLock(shell, name, body, options),
+      tryWithLock: (name, body) => Locks.tryWithLock(shell, name, body),
       lock: (name, options) => Locks.lock(shell, name, options),
       runWhileLeader: (name, work, options) => Elections.runWhileLeader(shell, name, work, options),
       election: (name, options) => Elections.election(shell, name, options),

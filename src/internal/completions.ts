@@ -18,6 +18,19 @@ export const request = (shell: Shell, make: (completion: number) => Engine.Event
     return yield* Deferred.await(deferred)
   })
 
+/**
+ * A completion the engine answers later (a try-lock's attempt): its id, to put in an event, and
+ * the wait for it. The engine answers every completion it was given, so the entry never outlives it.
+ */
+export const register = (shell: Shell): Effect.Effect<{ readonly id: number; readonly outcome: Effect.Effect<Engine.Outcome> }> =>
+  Effect.gen(function*() {
+    const id = shell.nextId++
+    const deferred = yield* Deferred.make<Engine.Outcome>()
+    if (yield* Deferred.isDone(shell.shutdown)) yield* Deferred.succeed(deferred, { _tag: "Closed" })
+    else shell.completions.set(id, deferred)
+    return { id, outcome: Deferred.await(deferred) }
+  })
+
 /** The `Complete` effect. */
 export const complete = (shell: Shell, completion: number, outcome: Engine.Outcome): Effect.Effect<void> =>
   Effect.suspend(() => {

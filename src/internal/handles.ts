@@ -5,13 +5,14 @@ import type * as Engine from "../Engine.js"
 import { ElectionAlreadyStartedError, SimbaClosedError } from "../Errors.js"
 import * as LeaseName from "../LeaseName.js"
 import type { ElectionError } from "../Simba.js"
-import { request } from "./completions.js"
+import { register, request } from "./completions.js"
 import type { Hooks, Shell } from "./shell.js"
 
 /** Fails a start (or join) the engine refused. */
 export const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<void, ElectionError> => {
   switch (outcome._tag) {
     case "Ok":
+    case "NotAcquired": // only a try-lock's own completion answers this
       return Effect.void
     case "AlreadyStarted":
       return Effect.fail(new ElectionAlreadyStartedError({ lease: name }))
@@ -26,10 +27,21 @@ export const start = (
   name: string,
   kind: "election" | "lock",
   hasWork: boolean,
-  hooks: Hooks
-): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
+  hooks: Hooks,
+  tryOnce = false
+): Effect.Effect<
+  {
+    readonly handle: number
+    readonly stop: Effect.Effect<void>
+    /** For a try-lock: its one attempt's outcome (`Ok` once held, `NotAcquired`, `Closed`). */
+    readonly tried: Effect.Effect<Engine.Outcome>
+  },
+  ElectionError,
+  Scope.Scope
+> =>
   Effect.gen(function*() {
     yield* LeaseName.validate(name)
+    const tried = tryOnce ? yield* register(shell) : undefined
     const handle = shell.nextId++
     shell.hooks.set(handle, hooks)
     const stop = request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
@@ -40,10 +52,11 @@ export const start = (
     // it), but a plain scope finalizer: `stop` needs none of the caller's fiber refs, and restoring
     // them (two diffs and two patches of every fiber ref) cost more than the stop itself.
     yield* Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) =>
-      request(shell, (completion) => ({ _tag: "Start", handle, name, kind, hasWork, completion })).pipe(
+      request(shell, (completion) => ({ _tag: "Start", handle, name, kind, hasWork, completion, tryCompletion: tried?.id }))
+        .pipe(
         Effect.flatMap((outcome) => failStart(name, outcome)),
         Effect.tapError(() => Effect.sync(() => shell.hooks.delete(handle))),
         Effect.zipRight(Scope.addFinalizer(scope, stop))
       )))
-    return { handle, stop }
+    return { handle, stop, tried: tried?.outcome ?? Effect.succeed<Engine.Outcome>({ _tag: "Ok" }) }
   })

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Exit, Fiber, Ref } from "effect"
-import { LockLostError, LockTimeoutError } from "simba"
+import { Clock, Deferred, Effect, Exit, Fiber, Option, Ref } from "effect"
+import { ElectionAlreadyStartedError, LockLostError, LockReentryError, LockTimeoutError, Simba, type Term } from "simba"
 import { advance, eventsOf, makeClients, settle } from "./helpers.js"
 
 describe("withLock", () => {
@@ -109,5 +109,93 @@ describe("withLock", () => {
       yield* advance("2100 millis")
       expect(Exit.isFailure(yield* Fiber.await(other))).toBe(true)
       expect(yield* term.isValid).toBe(true)
+    }))
+
+  it.scoped("tryWithLock runs the body on a free lock, and gives None without running it on a held one", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(2)
+      const [a, b] = clients as [typeof clients[0], typeof clients[0]]
+      expect(yield* a.client.tryWithLock("try", (term) => Effect.succeed(term.token))).toEqual(Option.some(1n))
+      // Held by another fiber of a (this fiber holding it would be re-entry, see below).
+      const holding = yield* Deferred.make<Term.Term>()
+      yield* Effect.forkScoped(Effect.flatMap(a.client.lock("try"), (term) => Effect.zipRight(Deferred.succeed(holding, term), Effect.never)))
+      const held = yield* Deferred.await(holding)
+      const ran = yield* Ref.make(false)
+      expect(yield* b.client.tryWithLock("try", Ref.set(ran, true))).toEqual(Option.none())
+      // A lock this client holds (another fiber's) is not waited for either: the try does not queue.
+      expect(yield* a.client.tryWithLock("try", Ref.set(ran, true)).pipe(Effect.fork, Effect.flatMap(Fiber.join)))
+        .toEqual(Option.none())
+      expect(yield* Ref.get(ran)).toBe(false)
+      const timedOut = yield* Effect.flip(b.client.withLock("try", Effect.void, { timeout: 0 }))
+      expect(timedOut).toBeInstanceOf(LockTimeoutError)
+      expect(timedOut.message).toBe("lock try not acquired within 0")
+      expect(yield* held.isValid).toBe(true)
+      expect((yield* b.client.snapshot).elections).toEqual([])
+    }))
+
+  it.scoped("the Simba accessor tryWithLock works on the client in context", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(1)
+      const result = yield* Simba.tryWithLock("accessor", Effect.succeed("done")).pipe(
+        Effect.provideService(Simba.Simba, clients[0]!.client)
+      )
+      expect(result).toEqual(Option.some("done"))
+    }))
+})
+
+describe("re-entrancy and the name space", () => {
+  it.scoped("a nested withLock on the same name fails fast with LockReentryError instead of deadlocking", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(1)
+      const client = clients[0]!.client
+      const inner = yield* client.withLock("outer", Effect.flip(client.withLock("outer", Effect.void)))
+      expect(inner).toBeInstanceOf(LockReentryError)
+      expect(inner.message).toBe(
+        "lock outer is already held by this fiber or a fiber it was forked from (locks are not re-entrant)"
+      )
+      // A fiber forked inside the body counts as the holder too; another name is fine.
+      const forked = yield* client.withLock(
+        "outer",
+        Effect.fork(Effect.flip(client.withLock("outer", Effect.void))).pipe(Effect.flatMap(Fiber.join))
+      )
+      expect(forked._tag).toBe("LockReentryError")
+      expect(yield* client.withLock("outer", client.withLock("other", Effect.succeed(2)))).toBe(2)
+      // Held through lock(name) in a scope: the same.
+      const scoped = yield* Effect.scoped(
+        Effect.zipRight(client.lock("outer"), Effect.flip(client.withLock("outer", Effect.void, { timeout: 0 })))
+      )
+      expect(scoped._tag).toBe("LockReentryError")
+      // After the scope the name is free for this fiber again.
+      expect(yield* client.withLock("outer", Effect.succeed("again"))).toBe("again")
+    }))
+
+  it.scoped("holding a name on one client does not stop the fiber from waiting for it on another", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(2)
+      const [a, b] = clients as [typeof clients[0], typeof clients[0]]
+      const result = yield* a.client.withLock(
+        "two",
+        Effect.flip(b.client.withLock("two", Effect.void, { timeout: "1 second" })).pipe(
+          Effect.fork,
+          Effect.tap(() => advance("1100 millis")),
+          Effect.flatMap(Fiber.join)
+        )
+      )
+      expect(result._tag).toBe("LockTimeoutError")
+    }))
+
+  it.scoped("locks and elections share one name space per client: the clash is ElectionAlreadyStartedError", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(1)
+      const client = clients[0]!.client
+      yield* Effect.forkScoped(client.runWhileLeader("dup", () => Effect.never))
+      yield* advance("1 second")
+      const error = yield* Effect.flip(client.withLock("dup", Effect.void))
+      expect(error).toBeInstanceOf(ElectionAlreadyStartedError)
+      expect(error.message).toBe(
+        "an election named dup is already started on this client (locks and elections share one name space per client)"
+      )
+      const tried = yield* Effect.flip(client.tryWithLock("dup", Effect.void))
+      expect(tried._tag).toBe("ElectionAlreadyStartedError")
     }))
 })

@@ -351,6 +351,42 @@ export const clientCases = (tck: Tck): void => {
     expect(runsOf("b")).toHaveLength(countB)
   }), timeout(6 * L))
 
+  tck.test("try-lock: timeout 0 is one acquire round trip: a free lock is taken, a held one refused at once", Effect.gen(function*() {
+    const net = yield* SimbaTest.networkFromContext
+    const name = yield* uniqueName("trylock")
+    const [a, b] = yield* SimbaTest.makeClients(net, 2, config)
+    const acquiresOf = (client: SimbaTest.TestClient) =>
+      Effect.map(client.calls, (calls) => calls.filter((c) => c.operation === "acquire" && c.name === name).length)
+    // Free: `withLock` with timeout 0 takes it, however slow the round trip. An attempt whose call
+    // failed or timed out (a loaded server) counts as not acquired: try again, a few times at most.
+    let token: bigint | undefined
+    let tries = 0
+    while (token === undefined && tries < 5) {
+      tries++
+      const free = yield* Effect.fork(Effect.either(a!.client.withLock(name, (term) => Effect.succeed(term.token), { timeout: 0 })))
+      const result = yield* awaitFiber(tck, "a try on a free lock", free, within(tck, 2 * R))
+      if (result._tag === "Right") token = result.right
+      else expect(result.left._tag).toBe("LockTimeoutError")
+    }
+    expect(token).toBeGreaterThan(0n)
+    expect(yield* acquiresOf(a!)).toBe(tries)
+    // Held by a: b's tries end after one acquire each, without the body, and leave nothing behind.
+    const holding = yield* Effect.forkScoped(a!.client.lock(name))
+    const held = yield* awaitFiber(tck, "a's lock", holding, within(tck, 2 * R))
+    const refused = yield* Effect.fork(Effect.either(b!.client.withLock(name, Effect.succeed("ran"), { timeout: 0 })))
+    const refusal = yield* awaitFiber(tck, "b's withLock try", refused, within(tck, 2 * R))
+    expect(refusal._tag === "Left" ? refusal.left._tag : "Right").toBe("LockTimeoutError")
+    const tried = yield* Effect.fork(b!.client.tryWithLock(name, Effect.succeed("ran")))
+    expect(yield* awaitFiber(tck, "b's tryWithLock", tried, within(tck, 2 * R))).toEqual(Option.none())
+    expect(yield* acquiresOf(b!)).toBe(2)
+    expect((yield* b!.client.snapshot).elections.filter((e) => e.name === name)).toEqual([])
+    expect(yield* held.isValid).toBe(true)
+    // b makes no further attempt: a's lease stays a's for a renewal period and more.
+    yield* tck.advance(Duration.millis(R))
+    expect(yield* acquiresOf(b!)).toBe(2)
+    expect(yield* held.isValid).toBe(true)
+  }), timeout(6 * R))
+
   tck.test("order of events: candidate, elected, leader, revoked, stopped; session opened first and ended last", Effect.gen(function*() {
     const net = yield* SimbaTest.networkFromContext
     const name = yield* uniqueName("events")
