@@ -96,7 +96,7 @@ for (const mode of modes) {
           heldBy(yield* b.acquire(owner, name)) // the former owner queues behind the rest
           // The head holds it: its acquire answers with the token the grant carried (acquire is idempotent).
           const next = granted(yield* b.acquire(waiters[i]!, name))
-          expect(next).toBe(token + 1n)
+          expect(next).toBeGreaterThan(token)
           if (hint._tag === "Granted") expect(hint.token).toBe(next)
           token = next
           order.push(waiters[i]!)
@@ -153,7 +153,7 @@ for (const mode of modes) {
         const handed = granted(yield* b.acquire(first!, name))
         yield* b.release(first!, name, handed)
         yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === second)
-        expect(granted(yield* b.acquire(second!, name))).toBe(handed + 1n)
+        expect(granted(yield* b.acquire(second!, name))).toBeGreaterThan(handed)
         for (const sid of [holder, first!, second!]) yield* b.closeSession(sid)
       }))
 
@@ -168,11 +168,12 @@ for (const mode of modes) {
         const [waiter] = yield* queue(b, name, 1)
         yield* b.closeSession(holder)
         yield* watch.await((h) => handOffOf(name)(h) && handedTo(h) === waiter)
-        expect(granted(yield* b.acquire(waiter!, name))).toBe(token + 1n)
+        const next = granted(yield* b.acquire(waiter!, name))
+        expect(next).toBeGreaterThan(token)
         if (!mode.routeBySlot) {
           // Granted, not reserved: the waiter holds it already, and its renewal lists it.
           const reply = yield* b.keepAlive(waiter!, ttl)
-          expect(reply._tag === "Live" ? reply.leases : []).toEqual([{ name, token: token + 1n }])
+          expect(reply._tag === "Live" ? reply.leases : []).toEqual([{ name, token: next }])
         }
         yield* b.closeSession(waiter!)
       }))

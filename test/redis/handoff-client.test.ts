@@ -2,7 +2,7 @@
  * The FIFO hand-off seen from the clients, on the real servers: a client waiting in `withLock` gets the
  * lock from the holder's release without sending another acquire (one node: the release script grants
  * it and the `Granted` hint tells the client), or with one more acquire after the `released:<sid>`
- * reservation (routeBySlot, cluster). Either way the waiter's token is the holder's plus one.
+ * reservation (routeBySlot, cluster). Either way the waiter's token is above the holder's.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Ref, Schedule } from "effect"
@@ -24,7 +24,7 @@ for (const mode of modes) {
       return { client, acquires }
     })
 
-    it.scopedLive("a waiting withLock gets the lock from the holder's release, token + 1", () =>
+    it.scopedLive("a waiting withLock gets the lock from the holder's release, with a larger token", () =>
       Effect.gen(function*() {
         const name = uniqueName("handoff")
         const holder = yield* counted
@@ -44,7 +44,7 @@ for (const mode of modes) {
         yield* Deferred.succeed(release, undefined)
         yield* Fiber.join(holding)
         const second = yield* Fiber.join(waiting).pipe(Effect.timeout("5 seconds"))
-        expect(second).toBe(first + 1n)
+        expect(second).toBeGreaterThan(first)
         // One node: granted by the release itself; with routeBySlot: one more acquire takes the reservation.
         expect(yield* Ref.get(waiter.acquires)).toBe(mode.routeBySlot ? 2 : 1)
       }))

@@ -36,10 +36,10 @@
  *
  * ## Key layout (prefix `simba` by default; the braces are literal, they are Redis hash tags)
  *
- * - `simba:lease:{name}`: hash `{ session, token, expires }`. Never expires, never deleted, so the
- *   token of a name never goes backwards while the data survives (see "persistence" below). A grant
- *   sets `token = token + 1` (`HINCRBY`) and `session`; a release deletes `session` and `expires`
- *   and keeps `token`. `expires` (server epoch ms) is the holder session's expiry as of the grant or
+ * - `simba:lease:{name}`: hash `{ session, token, expires }`. A grant sets `token = max(token + 1,
+ *   the server's TIME in microseconds)` and `session`, and makes the hash persistent; a release (or a
+ *   takeover) deletes `session` and `expires`, keeps `token`, and lets the hash expire after
+ *   `idleExpiry` (default 1 hour) unless the lease is granted again (see "Tokens" below). `expires` (server epoch ms) is the holder session's expiry as of the grant or
  *   the last renewal that listed the lease (an unchanged renewal reads no lease hash): information
  *   for operators, decisions look at the session key. While the lease
  *   is free and reserved for a waiter (below) it also carries `reserved` (that session's id) and
@@ -189,9 +189,16 @@
  * Eviction: at start every server (every master) must run `maxmemory-policy noeviction`, or the
  * backend fails with `EvictionPolicyError` unless `allowEvictionPolicy` (see `eviction.ts`).
  *
- * Persistence: the lease hashes are what keeps tokens rising. On a Redis without persistence, a
- * restart loses them and tokens start again from 1; enable AOF (`appendonly yes`, `appendfsync
- * everysec` or `always`) where fencing tokens must survive a restart.
+ * ## Tokens
+ *
+ * A new token is `max(stored + 1, TIME in microseconds)`, read inside the script (a double in Lua:
+ * exact below 2^53, which TIME in microseconds reaches in the year ~2255; a string in Redis, a bigint
+ * on the client). A store that lost the hash (restart without persistence, flush, fail-over to a
+ * replica that lacks it, the idle expiry) therefore still issues tokens above every earlier one,
+ * provided the server's clock has not stepped back since by more than the time that passed: for an
+ * idle expiry that is `idleExpiry` (1 hour by default: far longer than any lease and any NTP step),
+ * for a lost store it is the outage. Persistence (AOF) is no longer what keeps
+ * tokens rising; it still keeps the sessions and holders across a restart.
  */
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -248,7 +255,7 @@ const start = (
       backend: "redis",
       isSessionId,
       hints,
-      ...Operations.make(settings.mode, k, Connection.runner(client, tracker))
+      ...Operations.make(settings.mode, k, Connection.runner(client, tracker), { idleMs: settings.idleMs })
     })
   })
 

@@ -60,11 +60,18 @@ const digest = (leases: ReadonlyArray<HeldLease>): string => {
   return hash.digest("hex").slice(0, 16)
 }
 
+/** The store's rules for lease hashes (see `RedisOptions`). */
+export interface LeaseRules {
+  /** Ms a freed lease hash lives without a grant (`idleExpiry`). */
+  readonly idleMs: number
+}
+
 /** The store operations (all but `backend`, `hints` and `isSessionId`) on the connection of `runner`. */
 export const make = (
   mode: Mode,
   k: Keys,
-  { run, runAll }: Runner
+  { run, runAll }: Runner,
+  rules: LeaseRules
 ): Omit<Store, "backend" | "hints" | "isSessionId"> => {
   const holderOf = (sessionId: string, name: string): Holder => {
     if (mode === "node") {
@@ -186,7 +193,8 @@ export const make = (
               leasePrefix: k.leasePrefix,
               holdsLeases: w.registration === "" ? "" : "1",
               homeRemaining: Math.max(left, 1),
-              shadowPrefix: k.shadowPrefix(w.tag)
+              shadowPrefix: k.shadowPrefix(w.tag),
+              idleMs: rules.idleMs
             }
           )
         )
@@ -214,7 +222,13 @@ export const make = (
         "closeSession",
         Scripts.close(
           { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
-          { sessionId, leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix, sessionPrefix: k.sessionPrefix }
+          {
+            sessionId,
+            leasePrefix: k.leasePrefix,
+            groupPrefix: k.groupPrefix,
+            sessionPrefix: k.sessionPrefix,
+            idleMs: rules.idleMs
+          }
         )
       ).pipe(Effect.asVoid)
     },
@@ -230,7 +244,7 @@ export const make = (
             "acquire",
             Scripts.acquire(
               { lease: k.lease(name), queue: k.leaseQueue(name), holder: holder.key, holderLeases: holder.leases },
-              { sessionId, name, mode, holderPrefix: holder.prefix, ...registered }
+              { sessionId, name, mode, holderPrefix: holder.prefix, ...registered, idleMs: rules.idleMs }
             )
           )
           const answer = acquireReply(reply)
@@ -246,7 +260,7 @@ export const make = (
           "release",
           Scripts.release(
             { lease: k.lease(name), queue: k.leaseQueue(name), holder: holder.key, holderLeases: holder.leases },
-            { sessionId, token: token.toString(), name, mode, holderPrefix: holder.prefix }
+            { sessionId, token: token.toString(), name, mode, holderPrefix: holder.prefix, idleMs: rules.idleMs }
           )
         )
       }),

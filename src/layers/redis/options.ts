@@ -69,6 +69,13 @@ export interface RedisOptions {
    * `noeviction` but cannot be read (`CONFIG GET` and `INFO` both refused), or memory can never run out.
    */
   readonly allowEvictionPolicy?: boolean | undefined
+  /**
+   * How long a lease's hash stays after its last release (or a takeover) when nobody takes the lease
+   * again; a grant makes it persistent until the next release. Default 1 hour. Tokens do not depend
+   * on it (a new token is at least the server's `TIME` in microseconds), as long as the server's
+   * clock never steps back by more than this: keep it far above any lease duration and any clock step.
+   */
+  readonly idleExpiry?: Duration.DurationInput | undefined
 }
 
 /**
@@ -78,6 +85,7 @@ export interface RedisOptions {
 export type RedisClientOptions = Pick<
   RedisOptions,
   "keyPrefix" | "routeBySlot" | "connectTimeout" | "commandTimeout" | "connectionName" | "allowEvictionPolicy"
+  | "idleExpiry"
 >
 
 /**
@@ -97,6 +105,8 @@ export interface BackendSettings {
   /** The command connection's name (of a client you bring: only the base of the subscriber's name). */
   readonly connectionName: string
   readonly allowEvictionPolicy: boolean
+  /** Ms a freed lease hash lives without a grant. */
+  readonly idleMs: number
 }
 
 /** The options, checked and filled in with their defaults. */
@@ -219,13 +229,15 @@ export const resolveBackend = (
     }
     const allowEvictionPolicy = options.allowEvictionPolicy ?? false
     if (typeof allowEvictionPolicy !== "boolean") return yield* invalid("allowEvictionPolicy", "must be true or false")
+    const idleMs = yield* millis("idleExpiry", options.idleExpiry, 3_600_000)
     return {
       prefix,
       mode: routeBySlot ? "cluster" : "node",
       connectTimeout,
       commandTimeout,
       connectionName,
-      allowEvictionPolicy
+      allowEvictionPolicy,
+      idleMs
     } satisfies BackendSettings
   })
 

@@ -138,9 +138,10 @@ end
 -- 'node': at its session key, prefix .. sid .. '}'. 'cluster' (every call inside one hash slot): at
 -- its shadow in this slot, prefix .. sid, which is dead too once closeSession marked it closed.
 local closed_marker = '9007199254740992'
-local function holders_in(mode, prefix)
+-- Also carries the store's rules for lease hashes: idle = ms a freed hash lives without a grant.
+local function holders_in(mode, prefix, idle)
   if mode ~= 'node' and mode ~= 'cluster' then error('simba: unknown mode ' .. tostring(mode)) end
-  return {mode = mode, prefix = prefix}
+  return {mode = mode, prefix = prefix, idle = tonumber(idle)}
 end
 local function holder_key(holders, sid)
   if holders.mode == 'node' then return holders.prefix .. sid .. '}' end
@@ -157,6 +158,25 @@ end
 -- renewals list every lease.
 local function changed(holders, key)
   if holders.mode == 'node' and redis.call('EXISTS', key) == 1 then redis.call('INCR', key) end
+end
+-- ---- Tokens and the life of a lease hash ----
+-- A new token for lk: max(stored + 1, the server's TIME in microseconds), so a store that lost the
+-- hash (restart without persistence, flush, fail-over, idle expiry) still hands out a token above
+-- every earlier one while the clock does not step back. Lua numbers are doubles: TIME in us is about
+-- 1.8e15 (2026), exact below 2^53 (~9.0e15, year ~2255), and so are stored + 1 and the max; '%.0f'
+-- prints the integer without an exponent. Tokens are strings here and bigints on the client.
+local function next_token(lk)
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local stored = tonumber(redis.call('HGET', lk, 'token') or '0')
+  local token = string.format('%.0f', math.max(stored + 1, us))
+  redis.call('HSET', lk, 'token', token)
+  return token
+end
+-- lk names no holder from now on: it expires once idle that long (a grant makes it persistent again).
+local function free(lk, holders)
+  redis.call('HDEL', lk, 'session', 'expires')
+  redis.call('PEXPIRE', lk, holders.idle)
 end
 -- ---- FIFO hand-off (see "Waiter queue" in RedisBackend) ----
 -- The first live waiter of queue q (dead ones leave it), or nil.
@@ -176,6 +196,7 @@ end
 -- sid (whose liveness key has own ms left) holds lk (name, listed in its set) from now on.
 local function hold(lk, set, name, sid, now, own)
   redis.call('HSET', lk, 'session', sid, 'expires', now + own)
+  redis.call('PERSIST', lk)
   redis.call('SADD', set, name)
   extend(set, own)
 end
@@ -183,7 +204,7 @@ end
 -- tell it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
 local function grant_to(lk, q, name, head, holders)
   local home = holder_key(holders, head)
-  local token = redis.call('HINCRBY', lk, 'token', 1)
+  local token = next_token(lk)
   hold(lk, home .. ':leases', name, head, now_ms(), redis.call('PTTL', home))
   changed(holders, home)
   redis.call('ZREM', q, head)
@@ -212,7 +233,7 @@ local function release_all(set, sid, lease_prefix, holders)
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
     if redis.call('HGET', lk, 'session') == sid then
-      redis.call('HDEL', lk, 'session', 'expires')
+      free(lk, holders)
       hand_off(lk, lk .. ':queue', name, holders)
     end
   end
@@ -230,7 +251,7 @@ local function acquire(lk, q, set, sid, name, own, holders)
         return {'held', h[2] or '', left}
       end
       -- Takeover: the holder's session is gone, the lease is free.
-      redis.call('HDEL', lk, 'session', 'expires')
+      free(lk, holders)
     end
     -- Free: who may take it?
     local head, untill = nil, 0
@@ -252,7 +273,7 @@ local function acquire(lk, q, set, sid, name, own, holders)
       wait_in(q, sid, now, own)
       return {'held', h[2] or '', math.max(untill - now, 1)}
     end
-    redis.call('HINCRBY', lk, 'token', 1)
+    next_token(lk)
     if head then
       redis.call('ZREM', q, sid)
       redis.call('HDEL', lk, 'reserved', 'reservedUntil')
@@ -342,10 +363,10 @@ return {'ok', redis.call('PTTL', home)}
  */
 export const acquire = define("acquire", {
   keys: ["lease", "queue", "holder", "holderLeases"],
-  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "idleMs"],
   reply: Replies.Acquired
 }, `
-local holders = holders_in(mode, holderPrefix)
+local holders = holders_in(mode, holderPrefix, idleMs)
 local own
 if holders.mode == 'node' then
   own = redis.call('PTTL', holder)
@@ -368,13 +389,13 @@ return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
  */
 export const release = define("release", {
   keys: ["lease", "queue", "holder", "holderLeases"],
-  args: ["sessionId", "token", "name", "mode", "holderPrefix"],
+  args: ["sessionId", "token", "name", "mode", "holderPrefix", "idleMs"],
   reply: Replies.Count
 }, `
 local h = redis.call('HMGET', lease, 'session', 'token')
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
-local holders = holders_in(mode, holderPrefix)
-redis.call('HDEL', lease, 'session', 'expires')
+local holders = holders_in(mode, holderPrefix, idleMs)
+free(lease, holders)
 redis.call('SREM', holderLeases, name)
 changed(holders, holder)
 hand_off(lease, queue, name, holders)
@@ -420,10 +441,10 @@ return {'live', rem, version, groups, leases}
 /** Releases every lease of the session (handing each off), leaves its groups, deletes it. */
 export const close = define("close", {
   keys: ["home", "homeLeases", "homeGroups"],
-  args: ["sessionId", "leasePrefix", "groupPrefix", "sessionPrefix"],
+  args: ["sessionId", "leasePrefix", "groupPrefix", "sessionPrefix", "idleMs"],
   reply: Replies.Count
 }, `
-release_all(homeLeases, sessionId, leasePrefix, holders_in('node', sessionPrefix))
+release_all(homeLeases, sessionId, leasePrefix, holders_in('node', sessionPrefix, idleMs))
 for _, g in ipairs(redis.call('SMEMBERS', homeGroups)) do remove_member(groupPrefix .. g .. '}', sessionId) end
 redis.call('DEL', home, homeLeases, homeGroups)
 return 1
@@ -558,11 +579,11 @@ return {left, slots, groups}
 export const closeSlot = define("closeSlot", {
   keys: ["shadow", "shadowLeases"],
   restKeys: "groups",
-  args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix"],
+  args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix", "idleMs"],
   reply: Replies.Count
 }, `
 if holdsLeases ~= '' then
-  release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix))
+  release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix, idleMs))
   redis.call('DEL', shadowLeases)
   redis.call('HSET', shadow, 'closed', closed_marker)
   extend(shadow, math.max(tonumber(homeRemaining), 1))
