@@ -20,9 +20,11 @@ export class InvalidLeaseNameError extends Data.TaggedError("InvalidLeaseNameErr
 export class SimbaConfigError extends Data.TaggedError("SimbaConfigError")<{
   readonly field: string
   readonly rule: string
+  /** Where the value came from, when not from code: the environment variables and their values. */
+  readonly source?: string | undefined
 }> {
   override get message() {
-    return `invalid Simba configuration, ${this.field}: ${this.rule}`
+    return `invalid Simba configuration, ${this.field}${this.source === undefined ? "" : ` (${this.source})`}: ${this.rule}`
   }
 }
 

@@ -1,6 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schedule } from "effect"
-import { InvalidLeaseNameError, LeaseName, MemoryBackend, Simba, SimbaConfig, SimbaConfigError } from "simba"
+import {
+  InvalidLeaseNameError,
+  LeaseName,
+  MemoryBackend,
+  RedisBackend,
+  Simba,
+  SimbaConfig,
+  SimbaConfigError,
+  ZookeeperBackend
+} from "simba"
 import { makeClient } from "./helpers.js"
 
 const badNames: ReadonlyArray<readonly [string, string]> = [
@@ -87,7 +96,7 @@ describe("bad input", () => {
     Effect.gen(function*() {
       const fromEnv = (env: Record<string, string>) =>
         SimbaConfig.fromEnv.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-      const config = yield* fromEnv({ SIMBA_LEASE_DURATION: "6 seconds", SIMBA_DRIFT: "0.02", SIMBA_MARGIN: "20" })
+      const config = yield* fromEnv({ SIMBA_LEASE_DURATION: "6 seconds", SIMBA_DRIFT: "0.02", SIMBA_MARGIN: "20ms" })
       expect(config.leaseDuration).toBe(6000)
       expect(config.renewInterval).toBe(2000)
       expect(config.drift).toBe(0.02)
@@ -97,6 +106,83 @@ describe("bad input", () => {
       const invalid = yield* Effect.flip(fromEnv({ SIMBA_LEASE_DURATION: "1 second", SIMBA_RENEW_INTERVAL: "900 millis" }))
       expect(invalid.field).toBe("renewInterval")
     }))
+
+  describe("configuration from the environment: forms and messages", () => {
+    const fromEnv = (env: Record<string, string>) =>
+      SimbaConfig.fromEnv.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+
+    it.effect("durations take a unit: 8s, 500ms, 2m, 1.5s, 15 seconds (and 0 alone)", () =>
+      Effect.gen(function*() {
+        const config = yield* fromEnv({
+          SIMBA_LEASE_DURATION: "2m",
+          SIMBA_RENEW_INTERVAL: "8s",
+          SIMBA_MARGIN: "500ms",
+          SIMBA_RETRY_JITTER: "1.5s",
+          SIMBA_MIN_BACKOFF: " 15 seconds "
+        })
+        expect([config.leaseDuration, config.renewInterval, config.margin, config.retryJitter, config.minBackoff])
+          .toEqual([120_000, 8_000, 500, 1_500, 15_000])
+        expect((yield* fromEnv({ SIMBA_MARGIN: "0" })).margin).toBe(0)
+      }))
+
+    it.effect("a bare number is refused, naming the variable and its value, with the fix", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(fromEnv({ SIMBA_LEASE_DURATION: "15" }))
+        expect(error).toMatchObject({ _tag: "SimbaConfigError", field: "leaseDuration" })
+        expect(error.message).toBe(
+          `invalid Simba configuration, leaseDuration: SIMBA_LEASE_DURATION="15" has no unit: write "15s" or "15ms" (a bare number is refused)`
+        )
+      }))
+
+    it.effect("an unknown unit or text names the variable, the value and the accepted forms", () =>
+      Effect.gen(function*() {
+        const unit = yield* Effect.flip(fromEnv({ SIMBA_RENEW_INTERVAL: "8 fortnights" }))
+        expect(unit.field).toBe("renewInterval")
+        expect(unit.rule).toBe(
+          `SIMBA_RENEW_INTERVAL="8 fortnights" has an unknown unit "fortnights": use ms, s, m or h (or their long names)`
+        )
+        const text = yield* Effect.flip(fromEnv({ SIMBA_MIN_BACKOFF: "soon" }))
+        expect(text.rule).toBe(
+          `SIMBA_MIN_BACKOFF="soon" is not a duration: expected a number and a unit, such as "8s", "500ms", "2m", "1.5s" or "15 seconds"`
+        )
+        const drift = yield* Effect.flip(fromEnv({ SIMBA_DRIFT: "lots" }))
+        expect(drift.field).toBe("drift")
+        expect(drift.rule).toBe(`SIMBA_DRIFT="lots" is not a number: expected a fraction in [0, 0.5), such as 0.01`)
+      }))
+
+    it.effect("a broken timing rule names the variables set and the numbers", () =>
+      Effect.gen(function*() {
+        const renew = yield* Effect.flip(fromEnv({ SIMBA_LEASE_DURATION: "1s", SIMBA_RENEW_INTERVAL: "900ms" }))
+        expect(renew.message).toBe(
+          `invalid Simba configuration, renewInterval (from SIMBA_LEASE_DURATION="1s", SIMBA_RENEW_INTERVAL="900ms"): ` +
+            `renewInterval × 2 must be at most leaseDuration (900 ms × 2 > 1000 ms)`
+        )
+        const margin = yield* Effect.flip(fromEnv({ SIMBA_LEASE_DURATION: "1s", SIMBA_MARGIN: "700ms" }))
+        expect(margin.message).toBe(
+          `invalid Simba configuration, margin (from SIMBA_LEASE_DURATION="1s", SIMBA_MARGIN="700ms"): ` +
+            `leaseDuration × (1 − drift) − margin must exceed renewInterval ` +
+            `(1000 ms × (1 − 0.01) − 700 ms = 290 ms, not more than 333.333 ms)`
+        )
+        const negative = yield* Effect.flip(SimbaConfig.make({ leaseDuration: 0 }))
+        expect(negative.message).toBe("invalid Simba configuration, leaseDuration: must be positive (got 0 ms)")
+      }))
+
+    it.effect("the backends' duration options take the same forms and say why they refuse one", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(
+          Effect.scoped(Layer.build(RedisBackend.layer({ url: "redis://127.0.0.1:1", connectTimeout: "10" as never })))
+        )
+        expect(error).toMatchObject({
+          _tag: "SimbaConfigError",
+          field: "redis.connectTimeout",
+          rule: `"10" has no unit: write "10s" or "10ms" (a bare number is refused)`
+        })
+        const zk = yield* Effect.flip(
+          Effect.scoped(Layer.build(ZookeeperBackend.layer({ connectTimeout: "3 weeks ago" as never })))
+        )
+        expect(zk).toMatchObject({ _tag: "SimbaConfigError", field: "zookeeper.connectTimeout" })
+      }))
+  })
 
   it.effect("Simba.make and Simba.layer refuse an invalid config", () =>
     Effect.gen(function*() {

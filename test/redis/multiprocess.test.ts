@@ -34,7 +34,7 @@ const start = (): ChildProcess => {
       LEADER_NAME: name,
       FENCED_LIST: list,
       WRITE_EVERY_MS: "20",
-      SIMBA_LEASE_DURATION: String(leaseDuration),
+      SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
       SIMBA_REDIS_KEY_PREFIX: `simba-mp-${suffix}`
     },
     stdio: ["ignore", "pipe", "inherit"]

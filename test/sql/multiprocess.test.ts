@@ -131,7 +131,7 @@ for (const dialect of dialects) {
             LEADER_NAME: `mp-${suffix}`,
             FENCED_LOG: log,
             WRITE_EVERY_MS: "20",
-            SIMBA_LEASE_DURATION: String(leaseDuration)
+            SIMBA_LEASE_DURATION: `${leaseDuration}ms`
           },
           stdio: ["ignore", "pipe", "inherit"]
         })

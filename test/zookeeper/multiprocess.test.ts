@@ -51,7 +51,7 @@ const start = (): ChildProcess => {
       LEADER_NAME: name,
       FENCE_NODE: fence,
       WRITE_EVERY_MS: "20",
-      SIMBA_LEASE_DURATION: String(leaseDuration),
+      SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
       SIMBA_ZK_CONNECT: "127.0.0.1:2181",
       SIMBA_ZK_ROOT: "/simba-test"
     },

@@ -13,6 +13,7 @@ import * as Redacted from "effect/Redacted"
 import type { ClusterOptions, RedisOptions as IORedisOptions } from "ioredis"
 import type { ConnectionOptions as TlsConnectionOptions } from "node:tls"
 import { SimbaConfigError } from "../../Errors.js"
+import { parseDuration } from "../../SimbaConfig.js"
 import { defaultPrefix } from "./keys.js"
 
 /** A Redis Cluster node to start from. */
@@ -162,7 +163,14 @@ const millis = (
   fallback: number
 ): Effect.Effect<number, SimbaConfigError> => {
   if (input === undefined) return Effect.succeed(fallback)
-  const decoded = Duration.decodeUnknown(input)
+  // Text as SimbaConfig reads it (`8s`, `500ms`, `15 seconds`), so every duration option takes the same forms.
+  if (typeof input === "string") {
+    const parsed = parseDuration(input)
+    if (Either.isLeft(parsed)) return invalid(option, parsed.left)
+  }
+  const decoded = typeof input === "string"
+    ? Option.map(Either.getRight(parseDuration(input)), Duration.millis)
+    : Duration.decodeUnknown(input)
   const ms = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : NaN
   return Number.isFinite(ms) && ms >= 1
     ? Effect.succeed(Math.ceil(ms))

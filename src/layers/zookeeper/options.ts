@@ -6,8 +6,10 @@
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { SimbaConfigError } from "../../Errors.js"
+import { parseDuration } from "../../SimbaConfig.js"
 import { brokenRule } from "../../LeaseName.js"
 
 /** How to reach ZooKeeper. */
@@ -63,7 +65,14 @@ export const resolve = (options: ZookeeperOptions): Effect.Effect<Settings, Simb
     }
     let connectTimeout = 10_000
     if (options.connectTimeout !== undefined) {
-      const decoded = Duration.decodeUnknown(options.connectTimeout)
+      const input = options.connectTimeout
+      // Text as SimbaConfig reads it (`8s`, `500ms`, `15 seconds`), so every duration option takes the same forms.
+      if (typeof input === "string" && Either.isLeft(parseDuration(input))) {
+        return yield* invalid("connectTimeout", Either.getLeft(parseDuration(input)).pipe(Option.getOrElse(() => "invalid")))
+      }
+      const decoded = typeof input === "string"
+        ? Option.map(Either.getRight(parseDuration(input)), Duration.millis)
+        : Duration.decodeUnknown(input)
       const ms = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : NaN
       if (!Number.isFinite(ms) || ms < 1) return yield* invalid("connectTimeout", "must be a finite duration of at least 1 ms")
       connectTimeout = Math.ceil(ms)
