@@ -24,6 +24,10 @@
  *    work releases at once.
  * 6. At most one renewal in flight per session, at most one acquire in flight per election.
  *
+ * 7. Tokens only rise (see `observe`): a token of a name at or below the highest this client has seen
+ *    for it is a regression of the store, reported with `TokenRegressed`; no term of that name starts
+ *    for one lease duration after it.
+ *
  * Local deadline: `sentAt + remaining x (1 - drift) - margin` of the last successful renewal
  * (`Session.localDeadline`); once passed without a renewal the session is over for this client and
  * every term ends `DEADLINE_PASSED`; a late reply never extends it.
@@ -278,9 +282,25 @@ export interface SessionState {
   readonly leaseView: LeaseView | undefined
 }
 
+/** What the client remembers of one name's tokens, across sessions (rule 7, `observe`). */
+export interface TokenMemory {
+  /** The highest token of the name seen (after a regression: the regressed one). */
+  readonly token: bigint
+  /** The session that held it when that was one of ours (a grant, a listing, a give-back). */
+  readonly holder: string | undefined
+  /** `nextId` when it was recorded: a reply to a request with a lower id may predate it. */
+  readonly seq: number
+  /** After a regression, no term of the name starts before this (monotonic millis). */
+  readonly quietUntil: number
+}
+
 export interface State {
   readonly timing: Session.Timing
   readonly session: SessionState
+  /** Rule 7's memory: every name with an election, and the `idleNamesKept` names used last. */
+  readonly tokens: ReadonlyMap<string, TokenMemory>
+  /** Names with a memory but no election, least recently used first. */
+  readonly idleNames: ReadonlyMap<string, true>
   readonly elections: ReadonlyMap<number, ElectionState>
   readonly groups: ReadonlyMap<number, GroupState>
   readonly timers: ReadonlyMap<string, number>
@@ -305,6 +325,8 @@ export const initial = (timing: Session.Timing, seed: number): State => ({
     released: new Map(),
     leaseView: undefined
   },
+  tokens: new Map(),
+  idleNames: new Map(),
   elections: new Map(),
   groups: new Map(),
   timers: new Map(),
@@ -327,6 +349,10 @@ interface Step {
   session: Mutable<SessionState>
   released: ReadonlyMap<string, bigint>
   releasedCopied: boolean
+  tokens: ReadonlyMap<string, TokenMemory>
+  idleNames: ReadonlyMap<string, true>
+  /** Copy-on-write of `tokens` and `idleNames`: most steps touch neither. */
+  tokensCopied: boolean
   elections: Map<number, Mutable<ElectionState>>
   groups: Map<number, Mutable<GroupState>>
   timers: Map<string, number>
@@ -351,6 +377,9 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
     session: { ...state.session },
     released: state.session.released,
     releasedCopied: false,
+    tokens: state.tokens,
+    idleNames: state.idleNames,
+    tokensCopied: false,
     elections: copyEntries(state.elections),
     groups: copyEntries(state.groups),
     timers: new Map(state.timers),
@@ -365,6 +394,8 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
   const next: State = {
     timing: state.timing,
     session: { ...s.session, released: s.released },
+    tokens: s.tokens,
+    idleNames: s.idleNames,
     elections: s.elections,
     groups: s.groups,
     timers: s.timers,
@@ -647,6 +678,8 @@ const reconcileLeases = (
   leases: ReadonlyArray<HeldLease>
 ): void => {
   const held = new Map(leases.map((l) => [l.name, l.token]))
+  const sessionId = s.session.id
+  for (const [name, token] of held) observe(s, name, token, sessionId, requestId)
   const byName = new Map<string, Array<Mutable<ElectionState>>>()
   for (const e of s.elections.values()) {
     const list = byName.get(e.name)
@@ -656,15 +689,23 @@ const reconcileLeases = (
   for (const e of s.elections.values()) {
     const term = e.term
     if (term === undefined || term.sessionSeq !== s.session.seq || term.adoptedSeq > requestId) continue
+    // A live session never loses a lease it holds unless the store lost it (reported as rule 7 does;
+    // no quiet period: we were the holder, and our term ends right here).
+    if (!held.has(e.name)) leaseForgotten(s, e.name, term.token)
     if (held.get(e.name) !== term.token) loseTerm(s, e, "TAKEN_OVER")
   }
-  const sessionId = s.session.id
   if (sessionId === undefined) return
   for (const [name, token] of held) {
     const claimants = byName.get(name) ?? []
     const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
     if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
   }
+}
+
+/** A renewal no longer lists a lease of a term of the live session: the store lost it (rule 7). */
+const leaseForgotten = (s: Step, name: string, token: bigint): void => {
+  const known = s.tokens.get(name)?.token
+  publish(s, SimbaEvent.TokenRegressed({ name, seen: known !== undefined && known > token ? known : token, token: undefined }))
 }
 
 /** Rule 4: an expired (or, for us, ended) session is never revived: revoke all, open a new one. */
@@ -719,6 +760,7 @@ const newElection = (
     waiters: []
   }
   s.elections.set(e.handle, e)
+  reviveName(s, e.name)
   return e
 }
 
@@ -759,6 +801,9 @@ const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
 const tryAcquire = (s: Step, e: Mutable<ElectionState>): void => {
   if (e.status !== "CANDIDATE" || e.attempt !== undefined || !sessionUsable(s) || s.session.id === undefined) return
   if (s.session.status !== "LIVE") return
+  // Rule 7: after a regression, no acquire of the name until the quiet period is over.
+  const quiet = quietUntil(s, e.name)
+  if (s.now < quiet) return arm(s, retryKey(e.handle), quiet)
   disarm(s, retryKey(e.handle))
   e.hinted = false
   e.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })
@@ -769,7 +814,7 @@ const scheduleRetry = (s: Step, e: Mutable<ElectionState>, sentAt: number, holde
   if (holderRemaining !== undefined) {
     at = Math.min(at, Session.afterHolderExpiry(s.timing, sentAt, holderRemaining, random(s)))
   }
-  arm(s, retryKey(e.handle), at)
+  arm(s, retryKey(e.handle), Math.max(at, quietUntil(s, e.name)))
 }
 
 const onAcquire = (
@@ -801,13 +846,15 @@ const onAcquire = (
   switch (response._tag) {
     case "Granted": {
       const current = request.sessionId === s.session.id && sessionUsable(s)
-      if (current && aboveReleased(s, e.name, response.token)) {
+      observe(s, e.name, response.token, request.sessionId, ev.requestId)
+      if (current && aboveReleased(s, e.name, response.token) && s.now >= quietUntil(s, e.name)) {
         return adopt(s, e, response.token)
       }
       giveBack(s, request.sessionId, request.name, response.token)
       return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
     }
     case "HeldBy":
+      if (response.token !== undefined) observe(s, e.name, response.token, undefined, ev.requestId)
       see(e, response.token)
       e.queuedAs = request.sessionId
       // A try-lock ends here; `remove` withdraws the waiter the HeldBy may have queued.
@@ -887,6 +934,7 @@ const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
  * idempotent), and adopting that grant would make a term of a lease the late release then frees.
  */
 const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
+  observe(s, name, token, sessionId)
   // A renewal reply or a pushed grant may still name this token later: never adopt it then.
   for (const e of s.elections.values()) {
     if (e.name === name) see(e, token)
@@ -908,6 +956,95 @@ const writableReleased = (s: Step): Map<string, bigint> => {
   s.released = copy
   s.releasedCopied = true
   return copy
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Rule 7: tokens only rise
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * How many names without an election keep their token memory (the least recently used go first), so
+ * a client that locks one name per entity does not remember every name forever. A regression on a
+ * name idle for longer than that goes unreported here; a fenced resource still refuses its writes.
+ */
+export const idleNamesKept = 1_000
+
+/**
+ * How long no term of a name starts after a regression: every session that held the name before the
+ * store lost it ends its term by its local deadline, at most one lease duration (on the backend's
+ * clock) after its last renewal, which was sent before now; `1 + drift` converts to our clock.
+ */
+const quietPeriod = (s: Step): number => s.timing.leaseDuration * (1 + s.timing.drift) + s.timing.margin
+
+const writableTokens = (s: Step): { tokens: Map<string, TokenMemory>; idle: Map<string, true> } => {
+  if (!s.tokensCopied) {
+    s.tokens = new Map(s.tokens)
+    s.idleNames = new Map(s.idleNames)
+    s.tokensCopied = true
+  }
+  return { tokens: s.tokens as Map<string, TokenMemory>, idle: s.idleNames as Map<string, true> }
+}
+
+const hasElection = (s: Step, name: string): boolean => {
+  for (const e of s.elections.values()) if (e.name === name) return true
+  return false
+}
+
+/**
+ * Records a token of `name` the store answered (to `holder`, when that is one of our sessions) and
+ * reports a regression: a token below the highest seen, or equal to it but granted to a different
+ * holder. Only a reply to a request sent after the highest was recorded (`requestId`) can show one:
+ * tokens only rise in a store that keeps its state, so anything such a reply reports is at least what
+ * was seen before; an older reply, a hint (its channel is not ordered with replies) or our own
+ * give-back only raises the memory. A regression re-bases the memory on the new token (it is reported
+ * once) and starts the quiet period of the name (see `quietPeriod`, README "Token regressions").
+ */
+const observe = (s: Step, name: string, token: bigint, holder: string | undefined, requestId?: number): void => {
+  const known = s.tokens.get(name)
+  const entry = (quietUntil: number): TokenMemory => ({ token, holder, seq: s.nextId, quietUntil })
+  if (known === undefined) {
+    // Only names in use get a memory (a late message about a forgotten name does not bring it back).
+    if (hasElection(s, name)) writableTokens(s).tokens.set(name, entry(Number.NEGATIVE_INFINITY))
+    return
+  }
+  if (token > known.token) {
+    writableTokens(s).tokens.set(name, entry(known.quietUntil))
+    return
+  }
+  if (requestId === undefined || known.seq > requestId) return
+  if (token === known.token && (holder === undefined || holder === known.holder)) return
+  publish(s, SimbaEvent.TokenRegressed({ name, seen: known.token, token }))
+  writableTokens(s).tokens.set(name, entry(s.now + quietPeriod(s)))
+}
+
+/** The time before which no term of `name` starts (after a regression), else `-Infinity`. */
+const quietUntil = (s: Step, name: string): number => s.tokens.get(name)?.quietUntil ?? Number.NEGATIVE_INFINITY
+
+/**
+ * A lease nobody asked for is above every token of the name seen (its own observation, made just
+ * before, leaves the memory at that token with our session as holder).
+ */
+const aboveSeen = (s: Step, name: string, token: bigint, sessionId: string): boolean => {
+  const known = s.tokens.get(name)
+  return known === undefined || token > known.token || (token === known.token && known.holder === sessionId)
+}
+
+/** A name's last election ended: its memory becomes idle, and the least recently used idle ones go. */
+const retireName = (s: Step, name: string): void => {
+  if (!s.tokens.has(name) || hasElection(s, name)) return
+  const { idle, tokens } = writableTokens(s)
+  idle.delete(name)
+  idle.set(name, true)
+  for (const oldest of idle.keys()) {
+    if (idle.size <= idleNamesKept) break
+    idle.delete(oldest)
+    tokens.delete(oldest)
+  }
+}
+
+/** A name in use again: its memory is no longer idle (so never dropped while in use). */
+const reviveName = (s: Step, name: string): void => {
+  if (s.idleNames.has(name)) writableTokens(s).idle.delete(name)
 }
 
 /**
@@ -1041,6 +1178,7 @@ const remove = (s: Step, e: Mutable<ElectionState>): void => {
   disarm(s, handoverKey(e.handle))
   s.elections.delete(e.handle)
   withdraw(s, e)
+  retireName(s, e.name)
   if (e.status !== "QUEUED") publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "STOPPED" }))
   completeWaiters(s, e)
   if (e.tryCompletion !== undefined) complete(s, e.tryCompletion, s.closing === undefined ? notAcquired : { _tag: "Closed" })
@@ -1125,6 +1263,7 @@ const hint = (s: Step, h: HintEvent): void => {
  * `unaskedLease`.
  */
 const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>): void => {
+  observe(s, h.name, h.token, h.to)
   if (h.to !== s.session.id) return renewIfLeading(s, h.name)
   let candidate: Mutable<ElectionState> | undefined
   for (const e of s.elections.values()) {
@@ -1156,7 +1295,7 @@ const unaskedLease = (
   token: bigint
 ): void => {
   const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
-    aboveReleased(s, name, token)
+    aboveReleased(s, name, token) && aboveSeen(s, name, token, sessionId) && s.now >= quietUntil(s, name)
   if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
     return adopt(s, candidate, token)
   }

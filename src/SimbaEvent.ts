@@ -27,6 +27,13 @@ export type SimbaEvent = Data.TaggedEnum<{
   GroupView: { readonly group: string; readonly members: ReadonlyArray<string> }
   PartitionsAssigned: { readonly group: string; readonly partitions: ReadonlyArray<number> }
   BackendFailed: { readonly operation: string; readonly error: string }
+  /**
+   * The store answered a token of `name` at or below `seen`, the highest this client had seen for it
+   * (from a grant, a hand-off grant, a renewal's lease list or a `HeldBy`): the store lost state
+   * (restart without persistence, a flush, a deleted lease). `token` is `undefined` when a renewal no
+   * longer lists a lease the live session held. See the README, "Token regressions".
+   */
+  TokenRegressed: { readonly name: string; readonly seen: bigint; readonly token: bigint | undefined }
 }>
 
 export const SimbaEvent = Data.taggedEnum<SimbaEvent>()
@@ -54,5 +61,7 @@ export const format = (event: SimbaEvent): string => {
       return `PartitionsAssigned ${event.group} [${event.partitions.join(", ")}]`
     case "BackendFailed":
       return `BackendFailed ${event.operation}: ${event.error}`
+    case "TokenRegressed":
+      return `TokenRegressed ${event.name} seen=${event.seen} token=${event.token ?? "absent"}`
   }
 }

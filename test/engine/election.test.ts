@@ -488,6 +488,7 @@ describe("Engine: locks", () => {
     d.fire("renew")
     const effects = d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [], groups: [] }, 5_000)
     expect(shows(effects).filter((x) => !x.startsWith("Deadline") && !x.startsWith("Arm"))).toEqual([
+      "Publish TokenRegressed L seen=5 token=absent",
       "Revoked L#5 TAKEN_OVER",
       "Publish Revoked L#5 TAKEN_OVER",
       "Publish StatusChanged L STOPPED",

@@ -172,6 +172,8 @@ export const show = (e: Engine.Effect): string => {
           return `Publish PartitionsAssigned ${ev.group} [${ev.partitions.join(",")}]`
         case "BackendFailed":
           return `Publish BackendFailed ${ev.operation}`
+        case "TokenRegressed":
+          return `Publish TokenRegressed ${ev.name} seen=${ev.seen} token=${ev.token ?? "absent"}`
       }
     }
   }

@@ -176,6 +176,8 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
       "Deadline #1 19800",
       "Arm deadline @19800",
       "Arm renew @10000",
+      // The store lost the lease of a live session (rule 7).
+      "Publish TokenRegressed a seen=7 token=absent",
       "Revoked a#7 TAKEN_OVER",
       "Publish Revoked a#7 TAKEN_OVER",
       "Publish StatusChanged a CANDIDATE",

@@ -24,7 +24,9 @@
  * - R3: after a renewal reply, no unrevoked term adopted before the request was sent is missing from it;
  * - R4: after an `Expired` answer to the session's current renewal or attempt, none of its terms is
  *   unrevoked;
- * - an ended term never becomes valid again.
+ * - an ended term never becomes valid again;
+ * - rule 7: no `TokenRegressed` with a token (the model never goes back), and one without a token
+ *   only for a lease lost by a fault.
  * Backend-side faults that no client can survive unharmed (a session ended early, a lease lost from a
  * live session) exempt their victims from the overlap and token checks; R3 and R4 check the reaction.
  */
@@ -283,6 +285,21 @@ export class Checker {
             )
           }
           this.active.delete(term)
+          break
+        }
+        case "Publish": {
+          // Rule 7 (regressions made loud) must never cry wolf: the model's tokens only rise, so a
+          // regression is a false alarm (a reordered message read as the store going back), and a
+          // lease missing from a live session's renewal happens only after a lost-lease fault.
+          const ev = effect.event
+          if (ev._tag !== "TokenRegressed") break
+          this.count(`token regression reported${ev.token === undefined ? " (lease lost)" : ""}`)
+          if (ev.token !== undefined) {
+            throw new Violation(`${here}: TokenRegressed ${ev.name} seen ${ev.seen} token ${ev.token}, but the model's tokens only rise`)
+          }
+          if (![...this.exemptLeases].some((k) => k.split("/")[1] === ev.name)) {
+            throw new Violation(`${here}: TokenRegressed ${ev.name} (lease ${ev.seen} absent) without a lost-lease fault`)
+          }
           break
         }
         case "Complete": {
