@@ -679,7 +679,6 @@ const reconcileLeases = (
 ): void => {
   const held = new Map(leases.map((l) => [l.name, l.token]))
   const sessionId = s.session.id
-  for (const [name, token] of held) observe(s, name, token, sessionId, requestId)
   const byName = new Map<string, Array<Mutable<ElectionState>>>()
   for (const e of s.elections.values()) {
     const list = byName.get(e.name)
@@ -700,6 +699,8 @@ const reconcileLeases = (
     const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
     if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
   }
+  // After the unasked leases were judged against what was seen before this reply (rule 7).
+  for (const [name, token] of held) observe(s, name, token, sessionId, requestId)
 }
 
 /** A renewal no longer lists a lease of a term of the live session: the store lost it (rule 7). */
@@ -878,6 +879,7 @@ const see = (e: Mutable<ElectionState>, token: bigint | undefined): void => {
 const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
   const sessionId = s.session.id as string
   const termId = nextId(s)
+  observe(s, e.name, token, sessionId)
   see(e, token)
   e.queuedAs = undefined
   e.term = {
@@ -1020,13 +1022,10 @@ const observe = (s: Step, name: string, token: bigint, holder: string | undefine
 /** The time before which no term of `name` starts (after a regression), else `-Infinity`. */
 const quietUntil = (s: Step, name: string): number => s.tokens.get(name)?.quietUntil ?? Number.NEGATIVE_INFINITY
 
-/**
- * A lease nobody asked for is above every token of the name seen (its own observation, made just
- * before, leaves the memory at that token with our session as holder).
- */
-const aboveSeen = (s: Step, name: string, token: bigint, sessionId: string): boolean => {
+/** A lease nobody asked for is above every token of the name seen (observed only after this check). */
+const aboveSeen = (s: Step, name: string, token: bigint): boolean => {
   const known = s.tokens.get(name)
-  return known === undefined || token > known.token || (token === known.token && known.holder === sessionId)
+  return known === undefined || token > known.token
 }
 
 /** A name's last election ended: its memory becomes idle, and the least recently used idle ones go. */
@@ -1263,8 +1262,10 @@ const hint = (s: Step, h: HintEvent): void => {
  * `unaskedLease`.
  */
 const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>): void => {
-  observe(s, h.name, h.token, h.to)
-  if (h.to !== s.session.id) return renewIfLeading(s, h.name)
+  if (h.to !== s.session.id) {
+    observe(s, h.name, h.token, h.to)
+    return renewIfLeading(s, h.name)
+  }
   let candidate: Mutable<ElectionState> | undefined
   for (const e of s.elections.values()) {
     if (e.name !== h.name) continue
@@ -1276,6 +1277,7 @@ const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>): void 
     candidate.hinted = true
     return
   }
+  // Adopted or given back: either records the token (rule 7).
   unaskedLease(s, candidate, h.to, h.name, h.token)
 }
 
@@ -1295,7 +1297,7 @@ const unaskedLease = (
   token: bigint
 ): void => {
   const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
-    aboveReleased(s, name, token) && aboveSeen(s, name, token, sessionId) && s.now >= quietUntil(s, name)
+    aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
   if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
     return adopt(s, candidate, token)
   }

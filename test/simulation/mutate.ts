@@ -108,12 +108,16 @@ export const mutations: ReadonlyArray<Mutation> = [
     edits: [[
       "candidate.seenToken !== undefined && token > candidate.seenToken &&",
       "true &&"
+    ], [
+      // Rule 7's memory refuses the same tokens: break both copies of the rule.
+      "aboveReleased(s, name, token) && aboveSeen(s, name, token) &&",
+      "aboveReleased(s, name, token) &&"
     ]]
   },
   {
     name: "forget-given-back",
-    description: "a token the client gave back is not remembered by the elections of the name",
-    edits: [["    if (e.name === name) see(e, token)\n", ""]]
+    description: "a token the client gave back is not remembered (by the elections of the name, nor by rule 7's memory)",
+    edits: [["    if (e.name === name) see(e, token)\n", ""], ["  observe(s, name, token, sessionId)\n", ""]]
   },
   {
     name: "revive-on-late-keepalive",
