@@ -178,7 +178,8 @@ export type Effect =
   }
   /** Finish a waiting `start`/`stop`/`stepDown`/`join`/`leave`/`close`. */
   | { readonly _tag: "Complete"; readonly completion: number; readonly outcome: Outcome }
-  | { readonly _tag: "Publish"; readonly event: SimbaEvent }
+  /** `kind`: of the election an `Elected`/`Revoked` is about (the shell logs locks' quieter). */
+  | { readonly _tag: "Publish"; readonly event: SimbaEvent; readonly kind?: ElectionKind | undefined }
   /** The group view and the partitions this client now owns. */
   | {
     readonly _tag: "Members"
@@ -500,8 +501,8 @@ const disarm = (s: Step, key: string): void => {
   if (s.timers.delete(key)) s.effects.push({ _tag: "Disarm", key })
 }
 
-const publish = (s: Step, event: SimbaEvent): void => {
-  s.effects.push({ _tag: "Publish", event })
+const publish = (s: Step, event: SimbaEvent, kind?: ElectionKind): void => {
+  s.effects.push(kind === undefined ? { _tag: "Publish", event } : { _tag: "Publish", event, kind })
 }
 
 const complete = (s: Step, completion: number, outcome: Outcome): void => {
@@ -905,7 +906,7 @@ const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
     partition: e.partition,
     hasWork: e.hasWork
   })
-  publish(s, SimbaEvent.Elected({ name: e.name, token }))
+  publish(s, SimbaEvent.Elected({ name: e.name, token }), e.kind)
   setStatus(s, e, "LEADER")
   if (e.tryCompletion !== undefined) {
     complete(s, e.tryCompletion, ok)
@@ -919,7 +920,7 @@ const revoke = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void 
   if (term === undefined || term.revoked) return
   e.term = { ...term, revoked: true }
   s.effects.push({ _tag: "Revoked", handle: e.handle, termId: term.termId, name: e.name, token: term.token, reason })
-  publish(s, SimbaEvent.Revoked({ name: e.name, token: term.token, reason }))
+  publish(s, SimbaEvent.Revoked({ name: e.name, token: term.token, reason }), e.kind)
 }
 
 /** Rule 2, second half: release with the term's token, after revocation. */

@@ -26,7 +26,13 @@ export interface SimbaConfigInput {
   readonly retryJitter?: Duration.DurationInput | undefined
   /** Lower bound of the backoff after a failed renewal. Default 100 ms. */
   readonly minBackoff?: Duration.DurationInput | undefined
+  /** The lowest level of the client's lifecycle logs (README "Logs"); "None" silences them. Default "Info". */
+  readonly logLevel?: LogLevelName | undefined
 }
+
+/** The log levels `logLevel` accepts (`LogLevel.Literal`). */
+export const logLevels = ["All", "Trace", "Debug", "Info", "Warning", "Error", "Fatal", "None"] as const
+export type LogLevelName = typeof logLevels[number]
 
 /** A validated configuration, all durations in milliseconds. */
 export class SimbaConfig extends Schema.Class<SimbaConfig>("SimbaConfig")({
@@ -39,7 +45,8 @@ export class SimbaConfig extends Schema.Class<SimbaConfig>("SimbaConfig")({
   ),
   margin: Schema.Number.pipe(Schema.finite(), Schema.nonNegative({ message: () => "must not be negative" })),
   retryJitter: Schema.Number.pipe(Schema.finite(), Schema.nonNegative({ message: () => "must not be negative" })),
-  minBackoff: Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "must be positive" }))
+  minBackoff: Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "must be positive" })),
+  logLevel: Schema.Literal(...logLevels).annotations({ message: () => `must be one of ${logLevels.join(", ")}` })
 }) {}
 
 const decodeFields = Schema.decodeUnknownEither(SimbaConfig)
@@ -115,13 +122,18 @@ export const make = (input: SimbaConfigInput = {}): Effect.Effect<SimbaConfig, S
     const retryJitter = yield* durationField("retryJitter", input.retryJitter, renewInterval / 2)
     const minBackoff = yield* durationField("minBackoff", input.minBackoff, 100)
     const drift = input.drift ?? 0.01
+    const logLevel = input.logLevel ?? "Info"
     const config = yield* Either.mapLeft(
-      decodeFields({ leaseDuration, renewInterval, drift, margin, retryJitter, minBackoff }),
+      decodeFields({ leaseDuration, renewInterval, drift, margin, retryJitter, minBackoff, logLevel }),
       (error) => {
         const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
         const field = String(issue?.path[0] ?? "config")
         const value = ({ leaseDuration, renewInterval, drift, margin, retryJitter, minBackoff } as Record<string, number>)[field]
-        const got = value === undefined ? "" : ` (got ${field === "drift" ? value : ms(value)})`
+        const got = field === "logLevel"
+          ? ` (got ${JSON.stringify(logLevel)})`
+          : value === undefined
+          ? ""
+          : ` (got ${field === "drift" ? value : ms(value)})`
         return new SimbaConfigError({ field, rule: `${issue?.message ?? "invalid"}${got}` })
       }
     )
@@ -181,7 +193,7 @@ export const variables: Readonly<Record<string, string>> = {
 
 /**
  * Reads `SIMBA_LEASE_DURATION`, `SIMBA_RENEW_INTERVAL`, `SIMBA_DRIFT`, `SIMBA_MARGIN`,
- * `SIMBA_RETRY_JITTER`, `SIMBA_MIN_BACKOFF`; unset ones keep their defaults. Durations need a unit
+ * `SIMBA_RETRY_JITTER`, `SIMBA_MIN_BACKOFF`, `SIMBA_LOG_LEVEL`; unset ones keep their defaults. Durations need a unit
  * (`8s`, `500ms`, `2m`, `1.5s`, `15 seconds`): a bare number other than `0` is refused, naming the
  * variable and its value.
  */
@@ -191,7 +203,8 @@ export const config: Config.Config<SimbaConfigInput> = Config.all({
   drift: driftEnv("SIMBA_DRIFT"),
   margin: durationEnv("SIMBA_MARGIN"),
   retryJitter: durationEnv("SIMBA_RETRY_JITTER"),
-  minBackoff: durationEnv("SIMBA_MIN_BACKOFF")
+  minBackoff: durationEnv("SIMBA_MIN_BACKOFF"),
+  logLevel: Config.option(Config.literal(...logLevels)("SIMBA_LOG_LEVEL")).pipe(Config.map(Option.getOrUndefined))
 })
 
 /** The first invalid or missing variable of a `ConfigError`. */

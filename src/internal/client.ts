@@ -13,6 +13,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as LogLevel from "effect/LogLevel"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
@@ -53,6 +54,7 @@ export const makeWithShell = (
     const seed = yield* Random.nextIntBetween(0, 2 ** 31 - 1)
     const shell: Shell = {
       backend,
+      logLevel: LogLevel.fromLiteral(config.logLevel),
       scope,
       events: yield* Queue.unbounded<Engine.Event>(),
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),

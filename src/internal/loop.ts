@@ -8,10 +8,10 @@ import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
-import { format } from "../SimbaEvent.js"
 import * as Term from "../Term.js"
 import * as BackendCalls from "./backendCalls.js"
 import * as Completions from "./completions.js"
+import * as Logs from "./logs.js"
 import * as SessionDeadline from "./sessionDeadline.js"
 import { offer, type Shell } from "./shell.js"
 import * as Terms from "./terms.js"
@@ -34,12 +34,8 @@ const perform = (shell: Shell, effect: Engine.Effect, now: number): Effect.Effec
     case "Complete":
       return Completions.complete(shell, effect.completion, effect.outcome)
     case "Publish":
-      return Effect.zipRight(
-        effect.event._tag === "SessionLeaseShortened"
-          ? Effect.logWarning(`Simba: ${format(effect.event)}: the backend granted less than leaseDuration`)
-          : Effect.void,
-        PubSub.publish(shell.pubsub, effect.event)
-      )
+      // Every lifecycle log line comes from here (README "Logs").
+      return Effect.zipRight(Logs.log(shell, effect.event, effect.kind), PubSub.publish(shell.pubsub, effect.event))
     case "Members":
       // The group view lives in the engine state, where `snapshot` reads it.
       return Effect.void

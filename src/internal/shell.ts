@@ -8,6 +8,7 @@
 import type * as Deferred from "effect/Deferred"
 import type * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
+import type * as LogLevel from "effect/LogLevel"
 import type * as Option from "effect/Option"
 import type * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
@@ -49,6 +50,8 @@ export interface LiveTerm {
 
 export interface Shell {
   readonly backend: LeaseBackendService
+  /** The lowest level of the lifecycle logs (`logs.ts`), from the config's `logLevel`. */
+  readonly logLevel: LogLevel.LogLevel
   /** The client's fibers (loop, timers, calls, sweeper); closed after the session was closed. */
   readonly scope: Scope.Scope
   /** The engine's input, taken by the loop fiber. */

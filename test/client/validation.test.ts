@@ -88,7 +88,8 @@ describe("bad input", () => {
         drift: 0.01,
         margin: 50,
         retryJitter: 2500,
-        minBackoff: 100
+        minBackoff: 100,
+        logLevel: "Info"
       })
     }))
 

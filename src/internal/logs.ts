@@ -1,0 +1,101 @@
+/**
+ * The client's lifecycle logs (README "Logs"), derived in one place from the events the engine
+ * publishes (`loop.ts` calls `log` for each), so every log line has an event on `Simba.events` and
+ * the levels are decided here only. Lines below the client's `logLevel` are not written ("None"
+ * silences them all); Effect's own minimum log level (Info by default) applies as well.
+ */
+import * as Effect from "effect/Effect"
+import * as LogLevel from "effect/LogLevel"
+import * as Ref from "effect/Ref"
+import type { ElectionKind } from "../Engine.js"
+import { format, type SimbaEvent } from "../SimbaEvent.js"
+import type { Shell } from "./shell.js"
+
+/**
+ * The level of each event's log line. A lock's term is one `withLock` call: its start and its end
+ * are Debug (an application taking thousands of locks would otherwise print two lines per call);
+ * a lock lost while its body ran is Warning (the body was interrupted).
+ */
+export const levelOf = (event: SimbaEvent, kind?: ElectionKind): LogLevel.LogLevel => {
+  switch (event._tag) {
+    case "Elected":
+      return kind === "lock" ? LogLevel.Debug : LogLevel.Info
+    case "Revoked":
+      if (kind !== "lock") return LogLevel.Info
+      return event.reason === "STOPPED" ? LogLevel.Debug : LogLevel.Warning
+    case "SessionOpened":
+    case "SessionLive":
+    case "PartitionsAssigned":
+      return LogLevel.Info
+    case "SessionEnded":
+      // Closing is the user's doing; a session lost (deadline passed, expired) ends every term.
+      return event.reason === "STOPPED" ? LogLevel.Info : LogLevel.Error
+    case "SessionSuspended":
+    case "SessionLeaseShortened":
+    case "BackendFailed":
+      return LogLevel.Warning
+    case "TokenRegressed":
+      return LogLevel.Error
+    case "StatusChanged":
+    case "GroupView":
+      return LogLevel.Debug
+  }
+}
+
+/** Why the line matters, where the event alone does not say it. */
+const explanation = (event: SimbaEvent): string => {
+  switch (event._tag) {
+    case "SessionSuspended":
+      return ": a renewal failed; terms stay valid until the session's local deadline, renewals are retried"
+    case "SessionEnded":
+      return event.reason === "STOPPED" ? "" : ": every term of the session ended; opening a new session"
+    case "SessionLeaseShortened":
+      return ": the backend granted less than leaseDuration"
+    case "TokenRegressed":
+      return event.token === undefined
+        ? ": the store no longer lists a lease of a live session (it lost state); the term ended"
+        : ": the store lost state (restart without persistence, flush, deleted lease); no term of this name starts for one lease duration, and a fenced resource that saw the higher token refuses lower ones"
+    default:
+      return ""
+  }
+}
+
+const annotationsOf = (event: SimbaEvent): Record<string, string> => {
+  switch (event._tag) {
+    case "SessionOpened":
+    case "SessionSuspended":
+    case "SessionLive":
+    case "SessionLeaseShortened":
+      return { sessionId: event.sessionId }
+    case "SessionEnded":
+      return { sessionId: event.sessionId, reason: event.reason }
+    case "Elected":
+      return { lease: event.name, token: String(event.token) }
+    case "Revoked":
+      return { lease: event.name, token: String(event.token), reason: event.reason }
+    case "StatusChanged":
+      return { lease: event.name, status: event.status }
+    case "GroupView":
+    case "PartitionsAssigned":
+      return { group: event.group }
+    case "BackendFailed":
+      return { operation: event.operation, error: event.error }
+    case "TokenRegressed":
+      return { lease: event.name, seen: String(event.seen), token: event.token === undefined ? "absent" : String(event.token) }
+  }
+}
+
+/** Writes the log line of `event`, annotated with the backend and the current session. */
+export const log = (shell: Shell, event: SimbaEvent, kind?: ElectionKind): Effect.Effect<void> => {
+  const level = levelOf(event, kind)
+  if (!LogLevel.greaterThanEqual(level, shell.logLevel)) return Effect.void
+  return Effect.flatMap(Ref.get(shell.state), (state) =>
+    Effect.logWithLevel(level, `Simba: ${format(event)}${explanation(event)}`).pipe(
+      Effect.annotateLogs({
+        backend: shell.backend.backend,
+        ...(state.session.id === undefined ? {} : { sessionId: state.session.id }),
+        ...(kind === undefined ? {} : { kind }),
+        ...annotationsOf(event)
+      })
+    ))
+}
