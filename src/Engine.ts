@@ -805,7 +805,8 @@ const tryAcquire = (s: Step, e: Mutable<ElectionState>): void => {
   if (s.session.status !== "LIVE") return
   // Rule 7: after a regression, no acquire of the name until the quiet period is over.
   const quiet = quietUntil(s, e.name)
-  if (s.now < quiet) return arm(s, retryKey(e.handle), quiet)
+  // A try-lock does not wait for it: not acquired.
+  if (s.now < quiet) return e.tryCompletion !== undefined ? remove(s, e) : arm(s, retryKey(e.handle), quiet)
   disarm(s, retryKey(e.handle))
   e.hinted = false
   e.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })

@@ -57,6 +57,20 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     expect(regressions(next)).toEqual([])
   })
 
+  it("a try-lock during the quiet period is not acquired at once (no waiting)", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(9n, 1_000), 10)
+    d.fire("retry:1")
+    d.acquireReply("a", heldBy(1n, 1_000)) // regression: a is quiet
+    const effects = d.send({ ...start(2, "b", { kind: "lock" }) }, d.now)
+    expect(callsOf(effects, "Acquire")).toHaveLength(1) // another name is not quiet
+    d.send(stop(1, 12))
+    const tried = d.send({ ...start(3, "a", { kind: "lock" }), tryCompletion: 77 } as Engine.Event)
+    expect(callsOf(tried, "Acquire")).toEqual([])
+    expect(shows(tried)).toContain("Complete 77 NotAcquired")
+  })
+
   it("across sessions: a new session granted token 1 after the store forgot token 5", () => {
     const d = liveDriver()
     d.lead(1, "a", 5n)
