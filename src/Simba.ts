@@ -177,6 +177,12 @@ export interface SimbaClient {
   ) => Effect.Effect<never, ElectionError | SimbaConfigError, R>
   /** Everything that happens, for any number of subscribers. */
   readonly events: Stream.Stream<SimbaEvent>
+  /**
+   * The current state as events (the session's `SessionOpened`, each term's `Elected`, each
+   * election's `StatusChanged`, each group's view and partitions), then every live event: nothing
+   * published after the client started is missed, however late the subscriber comes.
+   */
+  readonly observe: Stream.Stream<SimbaEvent>
   readonly snapshot: Effect.Effect<SimbaSnapshot>
   /** Closes the session: revokes every term (`STOPPED`), hands over, releases everything. */
   readonly close: Effect.Effect<void>
@@ -263,6 +269,9 @@ export const partitionGroup = <E, R>(
 
 /** `events` of the `Simba` in context. */
 export const events: Stream.Stream<SimbaEvent, never, Simba> = Stream.unwrap(Effect.map(Simba, (simba) => simba.events))
+
+/** `observe` of the `Simba` in context: the current state as events, then live events. */
+export const observe: Stream.Stream<SimbaEvent, never, Simba> = Stream.unwrap(Effect.map(Simba, (simba) => simba.observe))
 
 /** `snapshot` of the `Simba` in context. */
 export const snapshot: Effect.Effect<SimbaSnapshot, never, Simba> = Effect.flatMap(Simba, (simba) => simba.snapshot)

@@ -32,6 +32,7 @@ import * as Completions from "./completions.js"
 import * as Elections from "./elections.js"
 import * as Locks from "./locks.js"
 import * as Loop from "./loop.js"
+import * as Observe from "./observe.js"
 import * as Partitions from "./partitions.js"
 import * as SessionDeadline from "./sessionDeadline.js"
 import type { Call, Shell } from "./shell.js"
@@ -58,6 +59,7 @@ export const makeWithShell = (
       scope,
       events: yield* Queue.unbounded<Engine.Event>(),
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),
+      publishing: yield* Effect.makeSemaphore(1),
       state: yield* Ref.make(Engine.initial(config, seed)),
       shutdown: yield* Deferred.make<void>(),
       hooks: new Map(),
@@ -92,6 +94,7 @@ export const makeWithShell = (
       partitionGroup: (group, partitions, work, options) =>
         Partitions.partitionGroup(shell, group, partitions, work, options),
       events: Stream.fromPubSub(shell.pubsub),
+      observe: Observe.observe(shell),
       snapshot: Snapshot.snapshot(shell),
       close
     }

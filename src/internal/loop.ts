@@ -46,10 +46,13 @@ const perform = (shell: Shell, effect: Engine.Effect, now: number): Effect.Effec
 export const run = (shell: Shell): Effect.Effect<never> =>
   Effect.gen(function*() {
     const event = yield* Queue.take(shell.events)
-    const now = yield* Term.monotonicMillis
-    const [next, effects] = Engine.step(yield* Ref.get(shell.state), event, now)
-    yield* Ref.set(shell.state, next)
-    for (const effect of effects) yield* perform(shell, effect, now)
+    // From the new state to its last published event, `observe` waits (see observe.ts).
+    yield* shell.publishing.withPermits(1)(Effect.gen(function*() {
+      const now = yield* Term.monotonicMillis
+      const [next, effects] = Engine.step(yield* Ref.get(shell.state), event, now)
+      yield* Ref.set(shell.state, next)
+      for (const effect of effects) yield* perform(shell, effect, now)
+    }))
   }).pipe(Effect.forever)
 
 /** Queues the backend's hints the engine has a use for, forever. */

@@ -57,6 +57,8 @@ export interface Shell {
   /** The engine's input, taken by the loop fiber. */
   readonly events: Queue.Queue<Engine.Event>
   readonly pubsub: PubSub.PubSub<SimbaEvent>
+  /** Held by the loop from a step's new state until its events are published (`observe.ts`). */
+  readonly publishing: Effect.Semaphore
   /** The engine state; only the loop fiber sets it. */
   readonly state: Ref.Ref<Engine.State>
   /** Done once the client's scope closed: nobody will complete anything any more. */
