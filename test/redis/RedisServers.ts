@@ -11,14 +11,11 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { Cluster, Redis } from "ioredis"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import { freePort as supportFreePort } from "../support/processes.js"
+import { startPrivateRedis } from "../support/redisServer.js"
 
 export const singleNode: RedisBackend.RedisOptions = { url: "redis://127.0.0.1:6379" }
 
@@ -66,14 +63,7 @@ export const serverTime = (client: RawClient): Effect.Effect<number> =>
   Effect.promise(() => client.time()).pipe(Effect.map(([s, us]) => Number(s) * 1000 + Math.floor(Number(us) / 1000)))
 
 /** A TCP port nothing listens on right now. */
-export const freePort: Effect.Effect<number> = Effect.async<number>((resume) => {
-  const server = createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+export const freePort: Effect.Effect<number> = Effect.promise(supportFreePort)
 
 /** A private `redis-server` process on `port`, killed (by its pid) when the scope closes. */
 export interface PrivateServer {
@@ -82,53 +72,18 @@ export interface PrivateServer {
   readonly start: Effect.Effect<void>
 }
 
+/** A private server (test/support/redisServer.ts) as a scoped resource. */
 export const privateServer = (
   extraArgs: ReadonlyArray<string> = []
 ): Effect.Effect<PrivateServer, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const port = yield* freePort
-    // Its own working directory: a replica writes the RDB it receives there.
-    const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => mkdtempSync(join(tmpdir(), "simba-redis-"))),
-      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-    )
-    let child: ChildProcess | undefined
-    const kill = Effect.suspend(() => {
-      const current = child
-      child = undefined
-      if (current === undefined || current.exitCode !== null) return Effect.void
-      return Effect.async<void>((resume) => {
-        current.once("exit", () => resume(Effect.void))
-        current.kill("SIGKILL")
-      })
+  Effect.map(
+    Effect.acquireRelease(Effect.promise(() => startPrivateRedis(extraArgs)), (server) => Effect.promise(server.stop)),
+    (server) => ({
+      port: server.port,
+      kill: Effect.promise(server.kill),
+      start: Effect.orDie(Effect.tryPromise(() => server.start()))
     })
-    const start = Effect.gen(function*() {
-      child = spawn(
-        "redis-server",
-        ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", ...extraArgs],
-        { stdio: "ignore", cwd: dir }
-      )
-      const ping = Effect.tryPromise(async () => {
-        const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => null, ...authOf(extraArgs) })
-        probe.on("error", () => {})
-        try {
-          await probe.connect()
-          await probe.ping()
-        } finally {
-          probe.disconnect()
-        }
-      })
-      yield* ping.pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds"))), Effect.orDie)
-    })
-    yield* Effect.addFinalizer(() => kill)
-    yield* start
-    return { port, kill, start }
-  })
-
-const authOf = (args: ReadonlyArray<string>): { password?: string } => {
-  const i = args.indexOf("--requirepass")
-  return i === -1 ? {} : { password: args[i + 1]! }
-}
+  )
 
 /** Hints received by a backend since `watchHints`, and a way to wait for some. */
 export interface HintWatch {

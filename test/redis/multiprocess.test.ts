@@ -6,68 +6,33 @@
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Redis } from "ioredis"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { fileURLToPath } from "node:url"
+import { processes, sleep } from "../support/processes.js"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 const leaseDuration = 2000
 const renewInterval = leaseDuration / 3
-
-interface Line {
-  readonly at: number
-  readonly pid: number
-  readonly words: ReadonlyArray<string>
-}
 
 const suffix = randomBytes(6).toString("hex")
 const name = `mp-${suffix}`
 const list = `simba-test:mp:${suffix}`
-const lines: Array<Line> = []
-const children: Array<ChildProcess> = []
+const children = processes()
+const { lines, waitFor } = children
 
-const start = (): ChildProcess => {
-  const child = spawn(process.execPath, ["--import", "tsx", "examples/redis-leader.ts"], {
-    cwd: root,
+const start = () =>
+  children.spawnScript("examples/redis-leader.ts", {
     env: {
-      ...process.env,
       LEADER_NAME: name,
       FENCED_LIST: list,
       WRITE_EVERY_MS: "20",
       SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
       SIMBA_REDIS_KEY_PREFIX: `simba-mp-${suffix}`
-    },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  let buffer = ""
-  child.stdout!.on("data", (chunk: Buffer) => {
-    buffer += chunk.toString()
-    let newline = buffer.indexOf("\n")
-    while (newline >= 0) {
-      const text = buffer.slice(0, newline).trim()
-      buffer = buffer.slice(newline + 1)
-      if (text.length > 0) lines.push({ at: performance.now(), pid: child.pid!, words: text.split(" ") })
-      newline = buffer.indexOf("\n")
     }
   })
-  children.push(child)
-  return child
-}
-
-const waitFor = async (what: string, predicate: () => boolean, timeoutMs: number) => {
-  const until = performance.now() + timeoutMs
-  while (!predicate()) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}; lines: ${JSON.stringify(lines.slice(-20))}`)
-    await new Promise((resolve) => setImmediate(resolve))
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
 
 const elected = () => lines.filter((l) => l.words[0] === "ELECTED")
-const alive = () => children.filter((c) => c.exitCode === null && c.signalCode === null)
 
 afterAll(async () => {
-  for (const child of alive()) child.kill("SIGKILL")
+  await children.stopAll()
   const redis = new Redis("redis://127.0.0.1:6379")
   const keys = await redis.keys(`simba-mp-${suffix}*`)
   if (keys.length > 0) await redis.del(...keys)
@@ -81,25 +46,25 @@ describe("three processes on Redis", () => {
     await waitFor("three processes ready", () => lines.filter((l) => l.words[0] === "READY").length === 3, 60_000)
     await waitFor("a leader", () => elected().length >= 1, 10_000)
     // Let the leader write for a while: nobody else may be elected.
-    await new Promise((resolve) => setTimeout(resolve, 1500))
+    await sleep(1500)
     expect(elected()).toHaveLength(1)
     const first = elected()[0]!
 
     // Crash: no goodbye, its session must expire on the server first.
     const killedAt = performance.now()
-    children.find((c) => c.pid === first.pid)!.kill("SIGKILL")
+    children.signal(first.pid, "SIGKILL")
     await waitFor("a second leader", () => elected().length >= 2, 10_000)
     const second = elected()[1]!
     expect(second.pid).not.toBe(first.pid)
     const failover = second.at - killedAt
     expect(failover).toBeLessThanOrEqual(leaseDuration + renewInterval)
     expect(BigInt(second.words[1]!)).toBeGreaterThan(BigInt(first.words[1]!))
-    await new Promise((resolve) => setTimeout(resolve, 500))
+    await sleep(500)
     expect(elected()).toHaveLength(2)
 
     // Graceful stop: the work is interrupted, the lease released, the last process takes over at once.
     const stoppedAt = performance.now()
-    children.find((c) => c.pid === second.pid)!.kill("SIGTERM")
+    children.signal(second.pid, "SIGTERM")
     await waitFor("a third leader", () => elected().length >= 3, 10_000)
     const third = elected()[2]!
     const handover = third.at - stoppedAt
@@ -108,8 +73,8 @@ describe("three processes on Redis", () => {
     const revokedSecond = lines.find((l) => l.words[0] === "REVOKED" && l.pid === second.pid)
     expect(revokedSecond).toBeDefined()
     expect(revokedSecond!.at).toBeLessThanOrEqual(third.at)
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    for (const child of alive()) child.kill("SIGKILL")
+    await sleep(300)
+    await children.stopAll()
 
     // The fenced list: tokens never go down, and each token belongs to exactly one process.
     const redis = new Redis("redis://127.0.0.1:6379")

@@ -18,15 +18,14 @@
  * running other test files (event-loop stalls, stdout piping): 1 s.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { fileURLToPath } from "node:url"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { SqlClient } from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import { processes, sleep } from "../support/processes.js"
 import { mysqlUrl, pgUrl } from "./SqlServers.js"
 
 /** Runs one statement on a connection of its own. */
@@ -44,16 +43,9 @@ const query = (
 const pgClient = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 1 })
 const mysqlClient = MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 1 })
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 const leaseDuration = 2000
 const renewInterval = Math.round(leaseDuration / 3)
 const expiryBound = leaseDuration + renewInterval + 1000
-
-interface Line {
-  readonly at: number
-  readonly pid: number
-  readonly words: ReadonlyArray<string>
-}
 
 interface Dialect {
   readonly label: string
@@ -97,69 +89,31 @@ const entryOf = (entry: string): readonly [string, string] => {
   return [token!, pid!]
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-const everyChild: Array<ChildProcess> = []
+const groups: Array<ReturnType<typeof processes>> = []
 
-const signal = (child: ChildProcess, sig: NodeJS.Signals) => process.kill(-child.pid!, sig)
-
-afterAll(() => {
-  for (const child of everyChild) {
-    if (child.exitCode !== null || child.signalCode !== null) continue
-    try {
-      signal(child, "SIGCONT")
-      signal(child, "SIGKILL")
-    } catch {
-      // already gone
-    }
-  }
-})
+afterAll(() => Promise.all(groups.map((children) => children.stopAll())))
 
 for (const dialect of dialects) {
   describe(`three processes on ${dialect.label}`, () => {
     it("kill -9, SIGSTOP past the lease, SIGTERM: one leader at a time, the fenced log never goes back", async () => {
       const suffix = randomBytes(6).toString("hex")
       const log = `mp-${suffix}`
-      const lines: Array<Line> = []
-      const children: Array<ChildProcess> = []
+      const children = processes()
+      groups.push(children)
+      const { lines, waitFor } = children
       const start = () => {
-        const child = spawn(process.execPath, ["--conditions=simba-source", "--import", "tsx", dialect.script], {
-          cwd: root,
-          detached: true,
+        children.spawnScript(dialect.script, {
           env: {
-            ...process.env,
             ...dialect.env,
             LEADER_NAME: `mp-${suffix}`,
             FENCED_LOG: log,
             WRITE_EVERY_MS: "20",
             SIMBA_LEASE_DURATION: `${leaseDuration}ms`
-          },
-          stdio: ["ignore", "pipe", "inherit"]
-        })
-        let buffer = ""
-        child.stdout!.on("data", (chunk: Buffer) => {
-          buffer += chunk.toString()
-          let newline = buffer.indexOf("\n")
-          while (newline >= 0) {
-            const text = buffer.slice(0, newline).trim()
-            buffer = buffer.slice(newline + 1)
-            if (text.length > 0) lines.push({ at: performance.now(), pid: child.pid!, words: text.split(" ") })
-            newline = buffer.indexOf("\n")
           }
         })
-        children.push(child)
-        everyChild.push(child)
-      }
-      const waitFor = async (what: string, predicate: () => boolean, timeoutMs: number) => {
-        const until = performance.now() + timeoutMs
-        while (!predicate()) {
-          if (performance.now() > until) {
-            throw new Error(`timed out waiting for ${what}; lines: ${JSON.stringify(lines.slice(-20))}`)
-          }
-          await sleep(5)
-        }
       }
       const elected = () => lines.filter((l) => l.words[0] === "ELECTED")
-      const byPid = (pid: number) => children.find((c) => c.pid === pid)!
+      const signal = (pid: number, sig: NodeJS.Signals) => children.signal(pid, sig)
 
       try {
         for (let i = 0; i < 3; i++) start()
@@ -171,7 +125,7 @@ for (const dialect of dialects) {
 
         // Crash: no goodbye; its session must expire on the database first.
         const killedAt = performance.now()
-        signal(byPid(first.pid), "SIGKILL")
+        signal(first.pid, "SIGKILL")
         await waitFor("a second leader", () => elected().length >= 2, expiryBound + 5000)
         const second = elected()[1]!
         const failover = second.at - killedAt
@@ -183,7 +137,7 @@ for (const dialect of dialects) {
 
         // Pause past the lease: its session expires on the database; the third process leads.
         const pausedAt = performance.now()
-        signal(byPid(second.pid), "SIGSTOP")
+        signal(second.pid, "SIGSTOP")
         await waitFor("a third leader", () => elected().length >= 3, expiryBound + 5000)
         const third = elected()[2]!
         const takeover = third.at - pausedAt
@@ -192,7 +146,7 @@ for (const dialect of dialects) {
         expect(takeover).toBeLessThanOrEqual(expiryBound)
         expect(BigInt(third.words[1]!)).toBeGreaterThan(BigInt(second.words[1]!))
         await sleep(Math.max(0, leaseDuration + 1000 - (performance.now() - pausedAt)))
-        signal(byPid(second.pid), "SIGCONT")
+        signal(second.pid, "SIGCONT")
         // The woken process ends its term (revoked) and competes again on a new session.
         await waitFor("the paused leader's revocation", () =>
           lines.some((l) => l.words[0] === "REVOKED" && l.pid === second.pid), 10_000)
@@ -201,7 +155,7 @@ for (const dialect of dialects) {
 
         // Graceful stop: the lease is released; the waiting process leads at once.
         const stoppedAt = performance.now()
-        signal(byPid(third.pid), "SIGTERM")
+        signal(third.pid, "SIGTERM")
         await waitFor("a fourth leader", () => elected().length >= 4, 10_000)
         const fourth = elected()[3]!
         const handover = fourth.at - stoppedAt
@@ -212,9 +166,7 @@ for (const dialect of dialects) {
         expect(revokedThird).toBeDefined()
         expect(revokedThird!.at).toBeLessThanOrEqual(fourth.at)
         await sleep(300)
-        for (const child of children) {
-          if (child.exitCode === null && child.signalCode === null) signal(child, "SIGKILL")
-        }
+        await children.stopAll()
 
         // The fenced log, in the order the database applied the writes.
         const entries = await dialect.readLog(log)
@@ -237,15 +189,7 @@ for (const dialect of dialects) {
             `${entries.length} fenced writes`
         )
       } finally {
-        for (const child of children) {
-          if (child.exitCode !== null || child.signalCode !== null) continue
-          try {
-            signal(child, "SIGCONT")
-            signal(child, "SIGKILL")
-          } catch {
-            // already gone
-          }
-        }
+        await children.stopAll()
         await dialect.cleanUp(log)
       }
     }, 120_000)

@@ -4,26 +4,16 @@
  * directory, each in its own process group. Only these pids are ever signalled; `stop` kills them
  * and removes the directory.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { connect, createServer } from "node:net"
+import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { freePort, processes, signalGroup } from "../support/processes.js"
 
 const jars = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
 
 export const tickTime = 500
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.on("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 /** Sends a four-letter word and returns the answer ("" when the server does not answer within 1 s). */
 export const fourLetters = (port: number, word: string) =>
@@ -103,9 +93,10 @@ export const start = async (): Promise<Ensemble> => {
       ].join("\n") + "\n"
     )
   }
+  const group = processes()
   const startNode = (node: Node) => {
     const home = join(dir, String(node.id))
-    node.process = spawn("java", [
+    node.process = group.spawnCommand("java", [
       "-Xms32m",
       "-Xmx128m",
       "-XX:+UseSerialGC",
@@ -117,16 +108,10 @@ export const start = async (): Promise<Ensemble> => {
       [home, ...jars].join(":"),
       "org.apache.zookeeper.server.quorum.QuorumPeerMain",
       join(home, "zoo.cfg")
-    ], { detached: true, stdio: "ignore" })
+    ])
   }
   const signal = (node: Node, sig: NodeJS.Signals) => {
-    const pid = node.process?.pid
-    if (pid === undefined || node.process!.exitCode !== null || node.process!.signalCode !== null) return
-    try {
-      process.kill(-pid, sig)
-    } catch {
-      // already gone
-    }
+    if (node.process !== undefined) signalGroup(node.process, sig)
   }
   const awaitLeader = async (timeoutMs: number, among: ReadonlyArray<Node> = nodes) => {
     const until = performance.now() + timeoutMs

@@ -13,12 +13,10 @@
  *   it accepted before, and each token is one process's.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { fileURLToPath } from "node:url"
 import ZooKeeper from "zookeeper"
+import { processes, sleep } from "../support/processes.js"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 /** leaseDuration = the session timeout asked for; the server grants it as asked (within [1 s, 60 s]). */
 const leaseDuration = 2400
 const tickTime = 500
@@ -29,76 +27,37 @@ const tickTime = 500
  */
 const expiryBound = leaseDuration + tickTime + 1000
 
-interface Line {
-  readonly at: number
-  readonly pid: number
-  readonly words: ReadonlyArray<string>
-}
-
 const suffix = randomBytes(6).toString("hex")
 const name = `mp-${suffix}`
 const fence = `/simba-test-fence/mp-${suffix}`
-const lines: Array<Line> = []
-const children: Array<ChildProcess> = []
+const children = processes()
+const { lines } = children
 
-const start = (): ChildProcess => {
-  const child = spawn(process.execPath, ["--conditions=simba-source", "--import", "tsx", "examples/zookeeper-leader.ts"], {
-    cwd: root,
-    // Its own process group: signals go to the group, and nothing else of this machine is touched.
-    detached: true,
+const start = () =>
+  children.spawnScript("examples/zookeeper-leader.ts", {
     env: {
-      ...process.env,
       LEADER_NAME: name,
       FENCE_NODE: fence,
       WRITE_EVERY_MS: "20",
       SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
       SIMBA_ZK_CONNECT: "127.0.0.1:2181",
       SIMBA_ZK_ROOT: "/simba-test"
-    },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  let buffer = ""
-  child.stdout!.on("data", (chunk: Buffer) => {
-    buffer += chunk.toString()
-    let newline = buffer.indexOf("\n")
-    while (newline >= 0) {
-      const text = buffer.slice(0, newline).trim()
-      buffer = buffer.slice(newline + 1)
-      if (text.length > 0) lines.push({ at: performance.now(), pid: child.pid!, words: text.split(" ") })
-      newline = buffer.indexOf("\n")
     }
   })
-  children.push(child)
-  return child
-}
 
-const signal = (child: ChildProcess, sig: NodeJS.Signals) => process.kill(-child.pid!, sig)
+const signal = (pid: number, sig: NodeJS.Signals) => children.signal(pid, sig)
 
-const waitFor = async (what: string, predicate: () => boolean, timeoutMs: number) => {
-  const until = performance.now() + timeoutMs
-  while (!predicate()) {
-    if (performance.now() > until) {
-      const events = lines.filter((l) => l.words[0] !== "WRITE" && !l.words[0]!.startsWith("at")).map((l) => `${Math.round(l.at)} ${l.pid} ${l.words.join(" ")}`)
-      throw new Error(`timed out waiting for ${what}; lines other than writes:\n${events.join("\n")}\nlast lines: ${JSON.stringify(lines.slice(-5))}`)
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/** Waits, printing the lines other than writes when it runs out (they tell the story). */
+const waitFor = (what: string, predicate: () => boolean, timeoutMs: number) =>
+  children.waitFor(what, predicate, timeoutMs).catch((error: Error) => {
+    const events = lines.filter((l) => l.words[0] !== "WRITE").map((l) => `${Math.round(l.at)} ${l.pid} ${l.text}`)
+    throw new Error(`${error.message.split(";")[0]}; lines other than writes:\n${events.join("\n")}`)
+  })
 
 const elected = () => lines.filter((l) => l.words[0] === "ELECTED")
-const alive = () => children.filter((c) => c.exitCode === null && c.signalCode === null)
-const byPid = (pid: number) => children.find((c) => c.pid === pid)!
 
 afterAll(async () => {
-  for (const child of alive()) {
-    try {
-      signal(child, "SIGCONT")
-      signal(child, "SIGKILL")
-    } catch {
-      // already gone
-    }
-  }
+  await children.stopAll()
   const zk = new ZooKeeper({ connect: "127.0.0.1:2181", timeout: 5000 })
   await new Promise<void>((resolve) => {
     zk.once("connect", () => resolve())
@@ -119,7 +78,7 @@ describe("three processes on ZooKeeper", () => {
 
     // Crash: no goodbye; the server expires its session, the others' watch fires.
     const killedAt = performance.now()
-    signal(byPid(first.pid), "SIGKILL")
+    signal(first.pid, "SIGKILL")
     await waitFor("a second leader", () => elected().length >= 2, expiryBound + 5000)
     const second = elected()[1]!
     const failover = second.at - killedAt
@@ -131,7 +90,7 @@ describe("three processes on ZooKeeper", () => {
 
     // Pause past the session timeout: the server expires it; the third process leads.
     const pausedAt = performance.now()
-    signal(byPid(second.pid), "SIGSTOP")
+    signal(second.pid, "SIGSTOP")
     await waitFor("a third leader", () => elected().length >= 3, expiryBound + 5000)
     const third = elected()[2]!
     const takeover = third.at - pausedAt
@@ -140,7 +99,7 @@ describe("three processes on ZooKeeper", () => {
     expect(takeover).toBeLessThanOrEqual(expiryBound)
     expect(BigInt(third.words[1]!)).toBeGreaterThan(BigInt(second.words[1]!))
     await sleep(Math.max(0, leaseDuration + 1500 - (performance.now() - pausedAt)))
-    signal(byPid(second.pid), "SIGCONT")
+    signal(second.pid, "SIGCONT")
     // The woken process ends its term (revoked) and competes again on a new session.
     await waitFor("the paused leader's revocation", () =>
       lines.some((l) => l.words[0] === "REVOKED" && l.pid === second.pid), 10_000)
@@ -150,7 +109,7 @@ describe("three processes on ZooKeeper", () => {
 
     // Graceful stop: the lease node is deleted, the woken process's watch fires.
     const stoppedAt = performance.now()
-    signal(byPid(third.pid), "SIGTERM")
+    signal(third.pid, "SIGTERM")
     await waitFor("a fourth leader", () => elected().length >= 4, 10_000)
     const fourth = elected()[3]!
     const handover = fourth.at - stoppedAt
@@ -167,7 +126,7 @@ describe("three processes on ZooKeeper", () => {
         l.words[0] === "WRITE" && l.pid === fourth.pid && l.words[2] === "accepted" &&
         BigInt(l.words[1]!) >= BigInt(fourth.words[1]!)
       ), 5000)
-    for (const child of alive()) signal(child, "SIGKILL")
+    await children.stopAll()
 
     // The fenced register: accepted writes in the order ZooKeeper applied them (node versions)
     // carry tokens that never go down, and each token is one process's.
