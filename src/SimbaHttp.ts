@@ -1,7 +1,8 @@
 /**
  * Operations endpoint (SPEC section 10): `GET /simba` answers the client's snapshot as JSON,
  * `GET /simba/health` answers 200 while the session is `LIVE` and 503 otherwise (for load balancers
- * and orchestrators' readiness checks).
+ * and orchestrators' readiness checks), `GET /metrics` answers Effect's metric registry in the
+ * Prometheus text format (version 0.0.4) for a Prometheus scrape.
  *
  * ```ts
  * Layer.launch(SimbaHttp.layer({ port: 9464 })).pipe(Effect.provide(SimbaRedisLive), NodeRuntime.runMain)
@@ -15,7 +16,9 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import { createServer } from "node:http"
+import * as Prometheus from "./internal/prometheus.js"
 import * as Simba from "./Simba.js"
 
 /** The snapshot as plain JSON: tokens as decimal strings, remaining times in milliseconds. */
@@ -40,8 +43,15 @@ export const snapshotJson = (snapshot: Simba.SimbaSnapshot) => ({
   }))
 })
 
-/** The two routes, for mounting in an application's own router. */
+/** Effect's metric registry (Simba's metrics and the application's) in the Prometheus text format. */
+export const prometheusText: Effect.Effect<string> = Effect.map(Metric.snapshot, Prometheus.format)
+
+/** The routes, for mounting in an application's own router. */
 export const router = HttpRouter.empty.pipe(
+  HttpRouter.get(
+    "/metrics",
+    Effect.map(prometheusText, (text) => HttpServerResponse.text(text, { contentType: Prometheus.contentType }))
+  ),
   HttpRouter.get("/simba", Effect.map(Simba.snapshot, (snapshot) => HttpServerResponse.unsafeJson(snapshotJson(snapshot)))),
   HttpRouter.get(
     "/simba/health",

@@ -27,13 +27,55 @@ export const timer = (name: string, description: string, labels: Record<string, 
     )
   ).pipe(Metric.mapInput(Duration.toMillis))
 
-export const termsWon = counter("simba_terms_total", "terms won", {})
+/** A gauge whose key carries `labels`. */
+export const gauge = (name: string, description: string, labels: Record<string, string>) =>
+  Metric.fromMetricKey(MetricKey.taggedWithLabels(MetricKey.gauge(name, { description }), labelled(labels)))
 
-export const leaderGauge = Metric.gauge("simba_leader_terms", { description: "terms this client currently holds" })
+/**
+ * The term metrics of one `lease` label: terms won, terms held now (across this process's clients),
+ * revocations by reason.
+ */
+export interface LeaseMetrics {
+  readonly termsWon: Metric.Metric.Counter<number>
+  readonly leaderTerms: Metric.Metric.Gauge<number>
+  readonly revocations: Record<Term.RevokeReason, Metric.Metric.Counter<number>>
+}
 
-export const revocationsByReason = Object.fromEntries(
-  Object.keys(Term.RevokeReason).map((reason) => [
-    reason,
-    counter("simba_revocations_total", "terms revoked, by reason", { reason })
-  ])
-) as Record<Term.RevokeReason, Metric.Metric.Counter<number>>
+/**
+ * Distinct `lease` labels per process; later names share the label `other`. A label is a time
+ * series in every scraper, so its count must not grow with the names an application makes up (one
+ * lock per order id). Partitions are labelled by their group, not by partition.
+ */
+export const maxLeaseLabels = 100
+
+export const otherLease = "other"
+
+const makeLeaseMetrics = (lease: string): LeaseMetrics => ({
+  termsWon: counter("simba_terms_total", "terms won, by lease", { lease }),
+  leaderTerms: gauge("simba_leader_terms", "terms held now, by lease", { lease }),
+  revocations: Object.fromEntries(
+    Object.keys(Term.RevokeReason).map((reason) => [
+      reason,
+      counter("simba_revocations_total", "terms revoked, by lease and reason", { lease, reason })
+    ])
+  ) as Record<Term.RevokeReason, Metric.Metric.Counter<number>>
+})
+
+// Module-wide like Effect's metric registry itself: the labels are per process, not per client.
+const byLabel = new Map<string, LeaseMetrics>()
+
+/** The `lease` label of a term: its group for a partition, else its name, capped at `maxLeaseLabels`. */
+export const leaseLabel = (name: string, group: string | undefined): string => {
+  const label = group ?? name
+  return byLabel.has(label) || byLabel.size < maxLeaseLabels ? label : otherLease
+}
+
+/** The metrics of a term of `name` (in `group`, for a partition). */
+export const forLease = (name: string, group: string | undefined): LeaseMetrics => {
+  const label = leaseLabel(name, group)
+  const existing = byLabel.get(label)
+  if (existing !== undefined) return existing
+  const made = makeLeaseMetrics(label)
+  byLabel.set(label, made)
+  return made
+}

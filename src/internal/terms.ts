@@ -13,7 +13,7 @@ import * as Ref from "effect/Ref"
 import type * as Engine from "../Engine.js"
 import * as Term from "../Term.js"
 import { interruptSignal } from "./interrupt.js"
-import { leaderGauge, revocationsByReason, termsWon } from "./metrics.js"
+import * as Metrics from "./metrics.js"
 import * as SessionDeadline from "./sessionDeadline.js"
 import { type LiveTerm, offer, type Shell } from "./shell.js"
 
@@ -30,8 +30,9 @@ export const onElected = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "
     })
     const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
     shell.terms.set(effect.termId, live)
-    yield* Metric.increment(termsWon)
-    yield* Metric.update(leaderGauge, shell.terms.size)
+    const metrics = Metrics.forLease(effect.name, effect.group)
+    yield* Metric.increment(metrics.termsWon)
+    yield* Metric.increment(metrics.leaderTerms)
     const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
     const work = hook === undefined ? Option.none() : yield* hook.onElected(term, effect.partition)
     if (Option.isSome(work)) {
@@ -73,8 +74,9 @@ export const onRevoked = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "
     if (live === undefined) return
     shell.terms.delete(effect.termId)
     yield* Deferred.succeed(live.revoked, effect.reason)
-    yield* Metric.increment(revocationsByReason[effect.reason])
-    yield* Metric.update(leaderGauge, shell.terms.size)
+    const metrics = Metrics.forLease(effect.name, live.group)
+    yield* Metric.increment(metrics.revocations[effect.reason])
+    yield* Metric.incrementBy(metrics.leaderTerms, -1)
     // The engine never waits for the work: interruption is forked.
     if (live.work !== undefined) yield* interruptSignal(live.work)
     const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)

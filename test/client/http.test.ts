@@ -1,7 +1,8 @@
 import { HttpApp } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Metric, MetricBoundaries } from "effect"
 import { LeaseBackend, MemoryBackend, Simba, SimbaHttp, SimbaTest } from "simba"
+import * as Metrics from "../../src/internal/metrics.js"
 import { advance } from "./helpers.js"
 
 describe("operations endpoint", () => {
@@ -38,4 +39,173 @@ describe("operations endpoint", () => {
       const healthBody = (yield* Effect.promise(() => health.json())) as { readonly status: string }
       expect(healthBody.status).not.toBe("LIVE")
     }))
+
+  it.scoped("GET /metrics answers the registry in the Prometheus text format, with the lease label", () =>
+    Effect.gen(function*() {
+      const memory = yield* MemoryBackend.make
+      const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
+        Effect.provideService(LeaseBackend.LeaseBackend, memory)
+      )
+      const election = yield* client.election("metrics-reporter")
+      yield* advance("200 millis")
+      yield* election.stop
+      yield* Effect.forkScoped(client.partitionGroup("metrics-group", 3, () => Effect.never))
+      yield* advance("1 second")
+      const runtime = yield* Layer.toRuntime(Layer.succeed(Simba.Simba, client))
+      const handler = HttpApp.toWebHandlerRuntime(runtime)(Effect.flatten(SimbaHttp.router))
+      const response = yield* Effect.promise(() => handler(new Request("http://localhost/metrics")))
+      expect(response.status).toBe(200)
+      expect(response.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8")
+      const families = parseExposition(yield* Effect.promise(() => response.text()))
+
+      const terms = families.get("simba_terms_total")!
+      expect(terms.type).toBe("counter")
+      expect(terms.help).toBe("terms won, by lease")
+      expect(valueOf(terms, "simba_terms_total", { lease: "metrics-reporter" })).toBe(1)
+      // Partitions are labelled by their group: one series for the three partitions.
+      expect(valueOf(terms, "simba_terms_total", { lease: "metrics-group" })).toBe(3)
+      expect(terms.samples.some((s) => s.labels.lease?.startsWith("metrics-group."))).toBe(false)
+      const leader = families.get("simba_leader_terms")!
+      expect(leader.type).toBe("gauge")
+      expect(valueOf(leader, "simba_leader_terms", { lease: "metrics-reporter" })).toBe(0)
+      expect(valueOf(leader, "simba_leader_terms", { lease: "metrics-group" })).toBe(3)
+      const revocations = families.get("simba_revocations_total")!
+      expect(valueOf(revocations, "simba_revocations_total", { lease: "metrics-reporter", reason: "STOPPED" })).toBe(1)
+      // The backend-call latency histogram: cumulative buckets ending with +Inf = _count.
+      const calls = families.get("simba_backend_call_duration")
+      if (calls !== undefined) {
+        expect(calls.type).toBe("histogram")
+        checkHistograms(calls, "simba_backend_call_duration")
+      }
+    }))
+
+  it.effect("the text format: histograms, summaries, frequencies, escaping and HELP/TYPE lines", () =>
+    Effect.gen(function*() {
+      const histogram = Metric.histogram("lm_test_latency", MetricBoundaries.fromIterable([1, 5]), "latency\nin ms")
+        .pipe(Metric.tagged("path", "a\"b\\c\nd"))
+      yield* Metric.update(histogram, 0.5)
+      yield* Metric.update(histogram, 3)
+      yield* Metric.update(histogram, 7)
+      const summary = Metric.summary({ name: "lm_test_summary", maxAge: "1 minute", maxSize: 10, error: 0, quantiles: [0.5] })
+      yield* Metric.update(summary, 2)
+      const frequency = Metric.frequency("lm_test_frequency")
+      yield* Metric.update(frequency, "x")
+      yield* Metric.update(frequency, "x")
+      const families = parseExposition(yield* SimbaHttp.prometheusText)
+
+      const h = families.get("lm_test_latency")!
+      expect(h.type).toBe("histogram")
+      expect(h.help).toBe("latency\\nin ms")
+      const path = "a\"b\\c\nd"
+      expect(valueOf(h, "lm_test_latency_bucket", { path, le: "1" })).toBe(1)
+      expect(valueOf(h, "lm_test_latency_bucket", { path, le: "5" })).toBe(2)
+      expect(valueOf(h, "lm_test_latency_bucket", { path, le: "+Inf" })).toBe(3)
+      expect(valueOf(h, "lm_test_latency_sum", { path })).toBe(10.5)
+      expect(valueOf(h, "lm_test_latency_count", { path })).toBe(3)
+      checkHistograms(h, "lm_test_latency")
+      const s = families.get("lm_test_summary")!
+      expect(s.type).toBe("summary")
+      expect(valueOf(s, "lm_test_summary", { quantile: "0.5" })).toBe(2)
+      expect(valueOf(s, "lm_test_summary_count", {})).toBe(1)
+      const f = families.get("lm_test_frequency")!
+      expect(f.type).toBe("counter")
+      expect(valueOf(f, "lm_test_frequency", { key: "x" })).toBe(2)
+    }))
+})
+
+interface Sample {
+  readonly name: string
+  readonly labels: Readonly<Record<string, string>>
+  readonly value: number
+}
+
+interface Family {
+  readonly type: string
+  help: string | undefined
+  readonly samples: Array<Sample>
+}
+
+/**
+ * A strict reader of the text format (0.0.4): every line is a `# HELP`, a `# TYPE` before the
+ * family's samples, or a sample `name{label="value",...} number` whose name belongs to the family
+ * last typed. Fails the test on any other line.
+ */
+const parseExposition = (text: string): Map<string, Family> => {
+  expect(text.endsWith("\n")).toBe(true)
+  const families = new Map<string, Family>()
+  let current: string | undefined
+  const helps = new Map<string, string>()
+  const seen = new Set<string>()
+  for (const line of text.slice(0, -1).split("\n")) {
+    const help = /^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$/.exec(line)
+    if (help !== null) {
+      helps.set(help[1]!, help[2]!)
+      continue
+    }
+    const type = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$/.exec(line)
+    if (type !== null) {
+      expect(families.has(type[1]!), `TYPE ${type[1]} twice`).toBe(false)
+      families.set(type[1]!, { type: type[2]!, help: helps.get(type[1]!), samples: [] })
+      current = type[1]
+      continue
+    }
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
+    expect(sample, `not a valid exposition line: ${line}`).not.toBeNull()
+    const [, name, rawLabels, rawValue] = sample!
+    expect(current, `sample before any TYPE: ${line}`).toBeDefined()
+    const family = families.get(current!)!
+    const suffixes = family.type === "histogram" ? ["_bucket", "_sum", "_count"] : family.type === "summary" ? ["", "_sum", "_count"] : [""]
+    expect(suffixes.map((suffix) => `${current}${suffix}`), `sample ${name} outside its family ${current}`).toContain(name)
+    const labels: Record<string, string> = {}
+    if (rawLabels !== undefined) {
+      const labelPattern = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)/y
+      let at = 0
+      while (at < rawLabels.length) {
+        labelPattern.lastIndex = at
+        const label = labelPattern.exec(rawLabels)
+        expect(label, `bad labels in ${line}`).not.toBeNull()
+        labels[label![1]!] = label![2]!.replace(/\\(.)/g, (_, c: string) => c === "n" ? "\n" : c)
+        at = labelPattern.lastIndex
+      }
+    }
+    const value = rawValue === "+Inf" ? Infinity : rawValue === "-Inf" ? -Infinity : Number(rawValue)
+    expect(rawValue === "NaN" || !Number.isNaN(value), `bad value in ${line}`).toBe(true)
+    const series = `${name}${JSON.stringify(Object.entries(labels).sort())}`
+    expect(seen.has(series), `series twice: ${line}`).toBe(false)
+    seen.add(series)
+    family.samples.push({ name: name!, labels, value })
+  }
+  return families
+}
+
+const valueOf = (family: Family, name: string, labels: Record<string, string>): number | undefined =>
+  family.samples.find((s) =>
+    s.name === name && Object.keys(s.labels).length === Object.keys(labels).length &&
+    Object.entries(labels).every(([k, v]) => s.labels[k] === v)
+  )?.value
+
+/** Every series of a histogram: buckets non-decreasing, the last one `+Inf`, equal to `_count`. */
+const checkHistograms = (family: Family, name: string): void => {
+  const series = new Map<string, Array<Sample>>()
+  for (const s of family.samples.filter((s) => s.name === `${name}_bucket`)) {
+    const { le: _le, ...rest } = s.labels
+    const key = JSON.stringify(rest)
+    series.set(key, [...(series.get(key) ?? []), s])
+  }
+  expect(series.size).toBeGreaterThan(0)
+  for (const [key, buckets] of series) {
+    for (let i = 1; i < buckets.length; i++) expect(buckets[i]!.value).toBeGreaterThanOrEqual(buckets[i - 1]!.value)
+    expect(buckets.at(-1)!.labels.le).toBe("+Inf")
+    expect(valueOf(family, `${name}_count`, JSON.parse(key))).toBe(buckets.at(-1)!.value)
+  }
+}
+
+describe("lease labels", () => {
+  it("partitions are labelled by group; past maxLeaseLabels distinct labels, new names share 'other'", () => {
+    expect(Metrics.leaseLabel("orders.7", "orders")).toBe("orders")
+    for (let i = 0; i < Metrics.maxLeaseLabels + 20; i++) Metrics.forLease(`cap-${i}`, undefined)
+    expect(Metrics.leaseLabel("cap-0", undefined)).toBe("cap-0")
+    expect(Metrics.leaseLabel(`cap-${Metrics.maxLeaseLabels + 19}`, undefined)).toBe(Metrics.otherLease)
+    expect(Metrics.forLease("yet-another", undefined)).toBe(Metrics.forLease("and-another", undefined))
+  })
 })
