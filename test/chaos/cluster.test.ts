@@ -1,0 +1,3 @@
+import { shortRun } from "./short.js"
+
+shortRun("cluster", ["kill -9 leader"])

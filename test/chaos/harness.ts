@@ -1,0 +1,359 @@
+/**
+ * The chaos suite's engine: three processes of test/chaos/leader.ts per backend, faults in bounded
+ * loops, and the checks on what the processes reported (all times on the machine's shared
+ * CLOCK_MONOTONIC, see leader.ts):
+ *
+ * - overlaps: a term's work is the span from its first to its last write attempt that passed
+ *   `term.ensureValid()`; two different terms' spans must not intersect;
+ * - stale writes: a fenced write accepted after another write with a higher token had been
+ *   acknowledged (its `at` later than the other's `end`) must not exist;
+ * - tokens: terms that start later carry larger tokens;
+ * - liveness: after each fault heals, a new term starts within `bound` (the lease arithmetic:
+ *   leaseDuration for the server to expire the lost session, + renewInterval for a candidate's next
+ *   try, + 1 s of slack for a loaded 2-core machine).
+ */
+import { Redis } from "ioredis"
+import { randomBytes } from "node:crypto"
+import { type Line, monotonicMs, processes, sleep } from "../support/processes.js"
+import { type Proxy, startProxy } from "../support/proxy.js"
+import { type PrivateRedis, startPrivateRedis } from "../support/redisServer.js"
+
+export type Backend = "redis" | "cluster" | "pg" | "mysql" | "zookeeper"
+export type Fault =
+  | "kill -9 leader"
+  | "SIGSTOP leader"
+  | "blackhole leader"
+  | "connection kill"
+  | "SIGSTOP server"
+  | "restart, persistence"
+  | "restart, no persistence"
+  | "FLUSHALL"
+  | "lease hash deleted"
+
+export const leaseDuration = 2000
+export const renewInterval = Math.round(leaseDuration / 3)
+const slack = 1000
+/** Longest time from a fault's heal to the next term's start. */
+export const boundOf = (fault: Fault): number =>
+  leaseDuration + renewInterval + slack +
+  // Redis grants nothing for one lease after it finds its state lost (the lock-delay).
+  (fault === "restart, no persistence" || fault === "FLUSHALL" ? leaseDuration : 0)
+
+/** The faults each backend can take here (server faults only on servers of our own). */
+export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
+  const processFaults: Array<Fault> = ["kill -9 leader", "SIGSTOP leader"]
+  if (backend === "cluster") return processFaults
+  const pathFaults: Array<Fault> = [...processFaults, "blackhole leader", "connection kill"]
+  if (backend !== "redis") return pathFaults
+  return [...pathFaults, "SIGSTOP server", "restart, persistence", "restart, no persistence", "FLUSHALL", "lease hash deleted"]
+}
+
+export interface Row {
+  readonly backend: Backend
+  readonly fault: Fault
+  readonly rounds: number
+  /** Fault to the next term's start, the worst round (ms). */
+  readonly failover: number
+  /** Fault to the victim's last write attempt that passed ensureValid, the worst round (ms). */
+  readonly workStopped: number
+  /** The least gap between the victim's last valid write attempt and the next term's first (ms). */
+  readonly gap: number
+  readonly overlaps: number
+  readonly staleAccepted: number
+  readonly refused: number
+  readonly tokenRegressions: number
+  /** Rounds where no leader came back within the bound. */
+  readonly late: number
+}
+
+interface Write {
+  readonly tok: bigint
+  readonly pid: number
+  readonly at: number
+  readonly end: number
+  readonly r: string
+}
+
+interface TermSpan {
+  readonly key: string
+  readonly tok: bigint
+  readonly pid: number
+  readonly start: number
+  first: number
+  last: number
+}
+
+const num = (line: Line, field: string) => Number(line.json?.[field])
+
+export const run = async (
+  backend: Backend,
+  plan: ReadonlyArray<{ readonly fault: Fault; readonly rounds: number }>,
+  log: (text: string) => void = () => {}
+): Promise<ReadonlyArray<Row>> => {
+  const suffix = randomBytes(5).toString("hex")
+  const children = processes()
+  const { lines } = children
+  const proxies: Array<Proxy> = []
+  const proxyOf = new Map<number, Proxy>()
+  const servers: Array<PrivateRedis> = []
+  let server: PrivateRedis | undefined
+  try {
+    // The fenced store: never faulted.
+    let fenceEnv: Record<string, string>
+    if (backend === "pg" || backend === "mysql") {
+      fenceEnv = { CHAOS_FENCE: "sql", CHAOS_FENCE_PG_URL: "postgres://postgres@127.0.0.1:5432/test" }
+    } else {
+      const fence = await startPrivateRedis()
+      servers.push(fence)
+      fenceEnv = { CHAOS_FENCE: "redis", CHAOS_FENCE_REDIS_URL: `redis://127.0.0.1:${fence.port}` }
+    }
+    let target = 0
+    if (backend === "redis") {
+      server = await startPrivateRedis()
+      servers.push(server)
+      target = server.port
+    } else if (backend === "pg") target = 5432
+    else if (backend === "mysql") target = 3306
+    else if (backend === "zookeeper") target = 2181
+
+    const spawnOne = async () => {
+      const env: Record<string, string> = {
+        ...fenceEnv,
+        CHAOS_NAME: `chaos-${suffix}`,
+        CHAOS_FENCE_KEY: `simba-chaos:${backend}:${suffix}`,
+        WRITE_EVERY_MS: "20",
+        SIMBA_LEASE_DURATION: `${leaseDuration}ms`
+      }
+      let proxy: Proxy | undefined
+      if (backend !== "cluster") {
+        proxy = await startProxy(target)
+        proxies.push(proxy)
+      }
+      const port = proxy?.port ?? 0
+      if (backend === "redis") Object.assign(env, { SIMBA_REDIS_URL: `redis://127.0.0.1:${port}`, SIMBA_REDIS_KEY_PREFIX: "simba-chaos" })
+      if (backend === "cluster") {
+        Object.assign(env, {
+          SIMBA_REDIS_CLUSTER: "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
+          SIMBA_REDIS_KEY_PREFIX: `simba-chaos-${suffix}`
+        })
+      }
+      if (backend === "pg") {
+        Object.assign(env, { SIMBA_PG_URL: `postgres://postgres@127.0.0.1:${port}/test`, SIMBA_PG_TABLE_PREFIX: "simba_chaos_" })
+      }
+      if (backend === "mysql") {
+        Object.assign(env, { SIMBA_MYSQL_URL: `mysql://root@127.0.0.1:${port}/test`, SIMBA_MYSQL_TABLE_PREFIX: "simba_chaos_" })
+      }
+      if (backend === "zookeeper") Object.assign(env, { SIMBA_ZK_CONNECT: `127.0.0.1:${port}`, SIMBA_ZK_ROOT: "/simba-test" })
+      const child = children.spawnScript("test/chaos/leader.ts", { args: [backend], env })
+      if (proxy !== undefined) proxyOf.set(child.pid!, proxy)
+      return child
+    }
+
+    const events = (ev: string) => lines.filter((l) => l.json?.ev === ev)
+    const fatal = () => events("fatal")
+    for (let i = 0; i < 3; i++) await spawnOne()
+    await children.waitFor("three chaos processes ready", () => {
+      if (fatal().length > 0) throw new Error(`a chaos process failed: ${fatal()[0]!.text}`)
+      return events("ready").length >= 3
+    }, 60_000)
+
+    /** The process whose latest term has started and not ended, with an accepted write since `after`. */
+    const leader = (after: number): number | undefined => {
+      const open = new Map<number, string>()
+      for (const l of lines) {
+        if (l.json?.ev === "start") open.set(l.pid, String(l.json.tok))
+        if (l.json?.ev === "end") open.delete(l.pid)
+      }
+      for (const [pid, tok] of open) {
+        if (children.alive().some((c) => c.pid === pid) &&
+            lines.some((l) => l.pid === pid && l.json?.ev === "w" && l.json.tok === tok && l.json.r === "ok" && num(l, "at") > after)) {
+          return pid
+        }
+      }
+      return undefined
+    }
+
+    const rounds: Array<Round> = []
+    for (const { fault, rounds: count } of plan) {
+      for (let round = 0; round < count; round++) {
+        const settledFrom = monotonicMs()
+        await children.waitFor(`a leader writing before ${fault}`, () => leader(settledFrom) !== undefined, 30_000)
+        await sleep(300)
+        const victim = leader(settledFrom)!
+        const faultAt = monotonicMs()
+        let healAt = faultAt
+        const past = leaseDuration + 1000
+        switch (fault) {
+          case "kill -9 leader":
+            children.signal(victim, "SIGKILL")
+            await spawnOne()
+            break
+          case "SIGSTOP leader":
+            children.signal(victim, "SIGSTOP")
+            await sleep(past)
+            children.signal(victim, "SIGCONT")
+            break
+          case "blackhole leader":
+            proxyOf.get(victim)!.blackhole()
+            await sleep(past)
+            proxyOf.get(victim)!.heal()
+            healAt = monotonicMs()
+            break
+          case "connection kill":
+            proxyOf.get(victim)!.reset()
+            break
+          case "SIGSTOP server":
+            server!.signal("SIGSTOP")
+            await sleep(past)
+            server!.signal("SIGCONT")
+            healAt = monotonicMs()
+            break
+          case "restart, persistence":
+          case "restart, no persistence": {
+            const persist = fault === "restart, persistence"
+            if (persist) {
+              await withRedis(server!.port, (r) => r.config("SET", "appendonly", "yes"))
+              await sleep(300)
+            }
+            await server!.kill()
+            await server!.start(persist ? ["--appendonly", "yes", "--appendfsync", "always"] : [])
+            healAt = monotonicMs()
+            break
+          }
+          case "FLUSHALL":
+            await withRedis(server!.port, (r) => r.flushall())
+            break
+          case "lease hash deleted":
+            await withRedis(server!.port, (r) => r.del(`simba-chaos:lease:{chaos-${suffix}}`))
+            break
+        }
+        // A leader writing again (a new term, or the same one when it kept its lease), within the bound.
+        const backAt = await children.waitFor(`a leader after ${fault}`, () => leader(healAt) !== undefined, boundOf(fault) + 10_000)
+          .then(() => monotonicMs(), () => Infinity)
+        rounds.push({ fault, victim, faultAt, healAt, backAt })
+        log(`${backend}: ${fault} round ${round + 1} done`)
+      }
+    }
+    await sleep(500)
+    await children.stopAll()
+    return analyse(backend, lines, rounds)
+  } finally {
+    await children.stopAll()
+    for (const proxy of proxies) await proxy.close()
+    for (const s of servers) await s.stop()
+  }
+}
+
+const withRedis = async <A>(port: number, f: (redis: Redis) => Promise<A>): Promise<A> => {
+  const redis = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 1 })
+  try {
+    return await f(redis)
+  } finally {
+    redis.disconnect()
+  }
+}
+
+interface Round {
+  readonly fault: Fault
+  readonly victim: number
+  readonly faultAt: number
+  readonly healAt: number
+  /** When a leader was seen writing again after the heal (Infinity: never within the wait). */
+  readonly backAt: number
+}
+
+const analyse = (
+  backend: Backend,
+  lines: ReadonlyArray<Line>,
+  rounds: ReadonlyArray<Round>
+): ReadonlyArray<Row> => {
+  const writes: Array<Write> = lines.filter((l) => l.json?.ev === "w").map((l) => ({
+    tok: BigInt(String(l.json!.tok)),
+    pid: l.pid,
+    at: num(l, "at"),
+    end: num(l, "end"),
+    r: String(l.json!.r)
+  }))
+  const spans = new Map<string, TermSpan>()
+  for (const l of lines.filter((l) => l.json?.ev === "start")) {
+    const key = `${l.pid}:${l.json!.tok}`
+    spans.set(key, { key, tok: BigInt(String(l.json!.tok)), pid: l.pid, start: num(l, "mono"), first: Infinity, last: -Infinity })
+  }
+  for (const w of writes) {
+    if (w.r === "expired") continue
+    const span = spans.get(`${w.pid}:${w.tok}`)
+    if (span === undefined) continue
+    span.first = Math.min(span.first, w.at)
+    span.last = Math.max(span.last, w.at)
+  }
+  const worked = [...spans.values()].filter((s) => s.first <= s.last).sort((a, b) => a.first - b.first)
+  const starts = [...spans.values()].sort((a, b) => a.start - b.start)
+
+  // Overlaps: pairs of terms whose work spans intersect; attributed to the round they fall in.
+  const overlapAt: Array<number> = []
+  for (let i = 0; i < worked.length; i++) {
+    for (let j = i + 1; j < worked.length; j++) {
+      if (worked[j]!.first <= worked[i]!.last && worked[j]!.tok !== worked[i]!.tok) overlapAt.push(worked[j]!.first)
+    }
+  }
+  // Stale accepted: an accepted write that began after a higher token's write was acknowledged.
+  const accepted = writes.filter((w) => w.r === "ok").sort((a, b) => a.end - b.end)
+  const staleAt: Array<number> = []
+  let highest = { tok: 0n, end: -Infinity }
+  const byStart = [...accepted].sort((a, b) => a.at - b.at)
+  let k = 0
+  for (const w of byStart) {
+    while (k < accepted.length && accepted[k]!.end < w.at) {
+      if (accepted[k]!.tok > highest.tok) highest = { tok: accepted[k]!.tok, end: accepted[k]!.end }
+      k++
+    }
+    if (w.tok < highest.tok) staleAt.push(w.at)
+  }
+  const regressionAt: Array<number> = []
+  for (let i = 1; i < starts.length; i++) {
+    if (starts[i]!.tok <= starts.slice(0, i).reduce((m, s) => (s.tok > m ? s.tok : m), 0n)) regressionAt.push(starts[i]!.start)
+  }
+
+  const rows: Array<Row> = []
+  const faults = [...new Set(rounds.map((r) => r.fault))]
+  for (const fault of faults) {
+    let failover = -Infinity, workStopped = 0, gap = Infinity, overlaps = 0, stale = 0, refused = 0, regressions = 0, late = 0
+    const mine = rounds.filter((r) => r.fault === fault)
+    for (const round of mine) {
+      const inWindow = (t: number) => t >= round.faultAt && t < windowEnd
+      const index = rounds.indexOf(round)
+      const windowEnd = rounds[index + 1]?.faultAt ?? Infinity
+      const next = starts.find((s) => s.start > round.faultAt && !(s.pid === round.victim && s.start < round.healAt))
+      const victimLast = Math.max(
+        round.faultAt,
+        ...writes.filter((w) => w.pid === round.victim && w.r !== "expired" && w.at >= round.faultAt && w.at < (next?.start ?? Infinity) + 60_000 && (next === undefined || w.tok < next.tok)).map((w) => w.at)
+      )
+      if (round.backAt - round.healAt > boundOf(fault)) late++
+      // A new term within this round's window (none: the leader kept its lease through the fault).
+      if (next !== undefined && next.start < windowEnd) {
+        failover = Math.max(failover, next.start - round.faultAt)
+        const nextFirst = worked.find((s) => s.key === next.key)?.first ?? next.start
+        gap = Math.min(gap, nextFirst - victimLast)
+      }
+      workStopped = Math.max(workStopped, victimLast - round.faultAt)
+      overlaps += overlapAt.filter(inWindow).length
+      stale += staleAt.filter(inWindow).length
+      regressions += regressionAt.filter(inWindow).length
+      refused += writes.filter((w) => w.r === "refused" && inWindow(w.at)).length
+    }
+    rows.push({
+      backend, fault, rounds: mine.length, failover, workStopped, gap, overlaps, staleAccepted: stale, refused,
+      tokenRegressions: regressions, late
+    })
+  }
+  return rows
+}
+
+export const table = (rows: ReadonlyArray<Row>): string => {
+  const header = "| backend | fault | rounds | failover (worst) | work stopped after (worst) | least gap to next leader's work | overlaps | stale writes accepted | writes refused | token regressions | late |"
+  const rule = "|---|---|---|---|---|---|---|---|---|---|---|"
+  const ms = (n: number) => Number.isFinite(n) ? `${Math.round(n)} ms` : "-"
+  return [header, rule, ...rows.map((r) =>
+    `| ${r.backend} | ${r.fault} | ${r.rounds} | ${ms(r.failover)} | ${ms(r.workStopped)} | ${ms(r.gap)} | ${r.overlaps} | ${r.staleAccepted} | ${r.refused} | ${r.tokenRegressions} | ${r.late} |`
+  )].join("\n")
+}

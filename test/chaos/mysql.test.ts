@@ -1,0 +1,3 @@
+import { shortRun } from "./short.js"
+
+shortRun("mysql", ["connection kill"])

@@ -1,0 +1,3 @@
+import { shortRun } from "./short.js"
+
+shortRun("zookeeper", ["blackhole leader"])
