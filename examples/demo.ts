@@ -1,137 +1,98 @@
 /**
- * The demo behind `npm start`: three clients (`alpha`, `bravo`, `charlie`) in one process on one
- * in-memory backend, on the real clock with a 3 s lease. Each client
- *   - competes in the election `reporter` and, while it leads, prints a line every second;
- *   - increments a shared counter inside `withLock("counter")`, stamping each write with its fencing
- *     token (a store that refuses stale tokens shows the writes are fenced);
- *   - joins the partition group `jobs` of six partitions and works on the ones it owns.
- * Then the leader stops gracefully (handover through the `released` hint: the next leader starts at
- * once), and a second leader vanishes without a word (its backend calls hang: its own term ends at its
- * local deadline, and the others take over once the backend expires its session). Every `SimbaEvent`
- * is printed on a timeline with the elapsed time.
+ * The demo behind `npm start`: three clients (alpha, bravo, charlie) on one in-memory backend, on the
+ * real clock, in four short scenes. It ends by itself in about ten seconds.
+ *
+ *   1. An election and a handover: all three compete for "reporter"; the leader stops, and the next
+ *      one starts at once (the lease is handed over, nobody waits for it to expire).
+ *   2. A lock and a fenced write: alpha writes under the lock, then stalls holding its old term; bravo
+ *      takes the lock (a higher token) and writes; alpha's late write is refused by the fenced store.
+ *   3. Failing leader work: the first leader of "sync" fails ("db down"); the failure ends its term,
+ *      and another client takes over.
+ *   4. A leader-only schedule: every 2 s while leading; the first run waits for the first recurrence,
+ *      it does not run at the election (a deploy or failover does not rerun a nightly job).
  */
-import { Duration, Effect, Fiber, Ref, Schedule, Stream } from "effect"
+import { Effect, Either, Fiber, Logger, LogLevel, Ref, Schedule } from "effect"
 import * as Clock from "effect/Clock"
-import { formatEvent, LeaseBackend, MemoryBackend, Simba, SimbaTest, type Term } from "simba"
-
-const names = ["alpha", "bravo", "charlie"] as const
-type Name = (typeof names)[number]
+import { LeaseBackend, MemoryBackend, Simba } from "simba"
+// In your app: import * as Fencing from "simba/fencing"
+import * as Fencing from "../src/fencing/Fencing.js"
 
 const main = Effect.gen(function*() {
   const start = yield* Clock.currentTimeMillis
-  const elapsed = Effect.map(Clock.currentTimeMillis, (now) => ((now - start) / 1000).toFixed(2).padStart(6))
   const say = (who: string, line: string) =>
-    Effect.flatMap(elapsed, (t) => Effect.sync(() => console.log(`${t}s  ${who.padEnd(8)} ${line}`)))
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.sync(() => console.log(`${((now - start) / 1000).toFixed(2).padStart(5)}s  ${who.padEnd(8)} ${line}`)))
 
-  const shared = yield* MemoryBackend.make
-  // A fenced store: it accepts a write only with a token at least as high as the highest it has seen.
-  const store = yield* Ref.make({ counter: 0, highestToken: 0n, rejected: 0 })
-  const write = (who: Name, term: Term.Term) =>
-    Ref.modify(store, (s) =>
-      term.token >= s.highestToken
-        ? [true, { counter: s.counter + 1, highestToken: term.token, rejected: s.rejected }] as const
-        : [false, { ...s, rejected: s.rejected + 1 }] as const
-    ).pipe(
-      Effect.flatMap((accepted) =>
-        Ref.get(store).pipe(
-          Effect.flatMap((s) =>
-            say(who, `counter -> ${s.counter} with token ${term.token}${accepted ? "" : " REJECTED (stale token)"}`)
-          )
-        )
-      )
-    )
+  // One backend, three clients: as three processes sharing one Redis would be.
+  const backend = yield* MemoryBackend.make
+  const names = ["alpha", "bravo", "charlie"] as const
+  const clients = yield* Effect.forEach(names, () =>
+    Simba.make({ leaseDuration: "3 seconds", renewInterval: "1 second" }).pipe(
+      Effect.provideService(LeaseBackend.LeaseBackend, backend)
+    ))
+  const all = names.map((who, i) => ({ who, client: clients[i]! }))
 
-  // Each client reaches the shared backend through its own fault link (the test kit's), so the demo
-  // can make one vanish: from then on its calls hang, as for a process that froze or lost the network.
-  const links = new Map<Name, SimbaTest.FaultyBackend>()
-  for (const who of names) links.set(who, yield* SimbaTest.faulty(shared))
-
-  const runClient = (who: Name) =>
-    Effect.gen(function*() {
-      const simba = yield* Simba.make({ leaseDuration: "3 seconds", renewInterval: "1 second" }).pipe(
-        Effect.provideService(LeaseBackend.LeaseBackend, links.get(who)!.backend)
-      )
-      yield* simba.events.pipe(
-        Stream.runForEach((event) => say(who, formatEvent(event))),
-        Effect.forkScoped
-      )
-      yield* simba.runWhileLeader("reporter", (term) =>
-        say(who, `leads "reporter" with token ${term.token}`).pipe(
-          Effect.zipRight(Effect.repeat(say(who, `reporting (term ${term.token})`), Schedule.spaced("1 second"))),
-          Effect.onInterrupt(() => say(who, `stops reporting (term ${term.token} revoked)`))
-        )).pipe(Effect.forkScoped)
-      yield* simba.partitionGroup("jobs", 6, (partition, term) =>
-        say(who, `works on jobs.${partition} (token ${term.token})`).pipe(
+  yield* say("demo", "--- 1. an election, then a handover ---")
+  const elections = yield* Effect.forEach(all, ({ client, who }) =>
+    client.election("reporter", {
+      work: (term) =>
+        say(who, `leads "reporter" (token ${term.token})`).pipe(
           Effect.zipRight(Effect.never),
-          Effect.onInterrupt(() => say(who, `hands jobs.${partition} over`))
-        )).pipe(Effect.forkScoped)
-      yield* simba.withLock("counter", (term) => write(who, term)).pipe(
-        Effect.zipRight(Effect.sleep("700 millis")),
-        Effect.repeat(Schedule.recurs(2)),
-        Effect.catchAll((error) => say(who, `withLock failed: ${error.message}`)),
-        Effect.forkScoped
-      )
-      return simba
-    })
-
-  const fibers = new Map<Name, Fiber.RuntimeFiber<void, unknown>>()
-  const clients = new Map<Name, Simba.SimbaClient>()
-  for (const who of names) {
-    const ready = yield* Effect.makeLatch(false)
-    const fiber = yield* Effect.gen(function*() {
-      clients.set(who, yield* runClient(who))
-      yield* ready.open
-      yield* Effect.never
-    }).pipe(Effect.scoped, Effect.forkDaemon)
-    yield* ready.await
-    fibers.set(who, fiber)
-  }
-
-  const leaderOf = Effect.gen(function*() {
-    for (const who of names) {
-      const client = clients.get(who)
-      if (client === undefined) continue
-      const snapshot = yield* client.snapshot
-      if (snapshot.elections.some((e) => e.name === "reporter" && e.status === "LEADER")) return who
-    }
-    return undefined
-  })
-
-  yield* Effect.sleep("4 seconds")
+          Effect.onInterrupt(() => say(who, `stops leading "reporter"`))
+        )
+    }))
+  const leaderOf = Effect.raceAll(elections.map((election, i) => Effect.as(election.awaitLeader, i)))
   const first = yield* leaderOf
-  if (first !== undefined) {
-    yield* say("demo", `--- ${first} stops gracefully: handover, then the next leader starts at once ---`)
-    yield* Fiber.interrupt(fibers.get(first)!)
-    clients.delete(first)
-  }
+  yield* Effect.sleep("500 millis")
+  yield* say("demo", `${names[first]} stops: its lease goes straight to the next candidate`)
+  yield* elections[first]!.stop
+  yield* leaderOf
+  yield* Effect.sleep("200 millis")
+  yield* Effect.forEach(elections, (election) => election.stop, { discard: true })
 
-  yield* Effect.sleep("3 seconds")
-  const second = yield* leaderOf
-  if (second !== undefined) {
-    yield* say("demo", `--- ${second} vanishes without a word: its backend calls hang from now on ---`)
-    yield* links.get(second)!.faults.pause()
-  }
+  yield* say("demo", "--- 2. a lock and a fenced write ---")
+  const store = yield* Fencing.memoryStore
+  const write = (who: string, token: bigint) =>
+    store.fenced("orders", token, say(who, `wrote orders with token ${token}`)).pipe(Effect.either)
+  const [alpha, bravo] = [all[0]!, all[1]!]
+  const stale = yield* alpha.client.withLock("orders", (term) => Effect.as(write("alpha", term.token), term))
+  yield* say("alpha", `stalls, still holding its term (token ${stale.token})`)
+  yield* bravo.client.withLock("orders", (term) => write("bravo", term.token))
+  const late = yield* write("alpha", stale.token)
+  if (Either.isLeft(late)) yield* say("alpha", `late write REFUSED: ${late.left.message}`)
 
-  yield* Effect.sleep("7 seconds")
-  const s = yield* Ref.get(store)
-  yield* say("demo", `--- done: counter = ${s.counter}, stale writes rejected = ${s.rejected} ---`)
-  for (const who of names) {
-    const client = clients.get(who)
-    if (client === undefined || (second !== undefined && who === second)) continue
-    const snapshot = yield* client.snapshot
-    const led = snapshot.elections.filter((e) => e.status === "LEADER").map((e) => `${e.name}#${e.token}`)
-    yield* say("demo", `${who} leads ${led.join(", ") || "nothing"}`)
-  }
-  // Close the survivors gracefully; the vanished client is simply abandoned, as a crashed process is.
-  for (const [who, fiber] of fibers) {
-    if (who !== second && who !== first) yield* Fiber.interrupt(fiber)
-  }
-  if (second !== undefined) yield* Fiber.interruptFork(fibers.get(second)!)
+  yield* say("demo", "--- 3. failing leader work ends the term ---")
+  const failures = yield* Ref.make(0)
+  const sync = yield* Effect.forEach(all, ({ client, who }) =>
+    client.runWhileLeader("sync", (term) =>
+      Effect.gen(function*() {
+        yield* say(who, `leads "sync" (token ${term.token})`)
+        if ((yield* Ref.getAndUpdate(failures, (n) => n + 1)) === 0) {
+          yield* say(who, `sync fails: "db down" (the term ends, another client takes over)`)
+          return yield* Effect.fail("db down")
+        }
+        yield* Effect.never
+      })).pipe(Effect.fork))
+  yield* Effect.sleep("1500 millis")
+  yield* Fiber.interruptAll(sync)
+
+  yield* say("demo", "--- 4. a leader-only schedule: the first run waits for its recurrence ---")
+  yield* say("demo", "the schedule starts now on every client; only the leader runs it, 2 s after its election")
+  const schedules = yield* Effect.forEach(all, ({ client, who }) =>
+    client.schedule("report", Schedule.spaced("2 seconds"), (term) => say(who, `scheduled run (token ${term.token})`))
+      .pipe(Effect.fork))
+  yield* Effect.sleep("4500 millis")
+  yield* Fiber.interruptAll(schedules)
+  yield* Effect.forEach(clients, (client) => client.close, { discard: true })
+  yield* say("demo", "--- done ---")
 })
 
-Effect.runPromise(main.pipe(Effect.scoped, Effect.timeout(Duration.seconds(28)))).then(
+// The clients log their lifecycle at Info; the story above is enough here, so only warnings and errors.
+Effect.runPromise(
+  main.pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning), Effect.timeout("30 seconds"))
+).then(
   () => process.exit(0),
-  (error) => {
+  (error: unknown) => {
     console.error(error)
     process.exit(1)
   }
