@@ -197,6 +197,26 @@ export const leases = (tck: Tck): void => {
     expect(yield* acquireGranted(other, lease)).toBeGreaterThan(token)
   }))
 
+  tck.test("withdraw: a session that stopped waiting is not handed the lease; a no-op otherwise", Effect.gen(function*() {
+    const b = yield* backend
+    const [lease, never] = yield* uniqueNames("lease", "never-waited")
+    const holder = yield* open(tck)
+    const quitter = yield* open(tck)
+    const token = yield* acquireGranted(holder, lease)
+    expectHeldBy(yield* b.acquire(quitter, lease))
+    yield* b.withdraw(quitter, lease)
+    yield* b.release(holder, lease, token)
+    // Had the quitter stayed queued, a backend with a waiter queue would hand it (or reserve for it) the lease.
+    expect(yield* heldLeases(tck, quitter)).toEqual([])
+    const next = yield* open(tck)
+    const granted = yield* acquireGranted(next, lease)
+    // Withdrawing never releases: the holder keeps its lease. Unknown sessions and names: no-ops.
+    yield* b.withdraw(next, lease)
+    yield* b.withdraw(quitter, never)
+    yield* b.withdraw(yield* unknownSessionId, lease)
+    expect(yield* heldLeases(tck, next)).toEqual([{ name: lease, token: granted }])
+  }))
+
   tck.test("takeover after the holder's session expired, with a larger token", Effect.gen(function*() {
     const b = yield* backend
     const lease = yield* uniqueName("lease")

@@ -106,6 +106,10 @@
  * - while the reservation runs, only that session is granted the lease; the others are told
  *   `HeldBy` with `remaining` = what is left of the reservation, and queued. The grant removes the
  *   requester from the queue and clears the reservation;
+ * - a waiter that stops waiting calls `withdraw` (the `withdraw` script: `ZREM`, and a reservation it
+ *   had passes to the next live waiter); dead waiters (session gone) are dropped by the walks for the
+ *   first live waiter, at most `queueScanBatch` (32) entries per script call, resuming at the next call;
+ *   when a whole batch is dead the lease goes to whoever asks, so no call ever walks the whole queue;
  * - a reservation that runs out unused (the waiter gave up, or lost the message) drops that waiter
  *   from the queue; the next acquire (any waiter retries right after `remaining`) reserves the lease
  *   for the next live waiter and publishes again, or takes it itself when it is the head.

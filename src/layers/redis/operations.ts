@@ -265,6 +265,15 @@ export const make = (
         )
       }),
 
+    withdraw: (sessionId, name) =>
+      run(
+        "withdraw",
+        Scripts.withdraw(
+          { lease: k.lease(name), queue: k.leaseQueue(name) },
+          { sessionId, name, mode, holderPrefix: holderOf(sessionId, name).prefix, idleMs: rules.idleMs }
+        )
+      ).pipe(Effect.asVoid),
+
     join: (sessionId, group) =>
       Effect.gen(function*() {
         if (mode === "node") {

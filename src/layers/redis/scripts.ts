@@ -25,6 +25,16 @@ import * as Replies from "./replies.js"
  */
 export const reservationMillis = 250
 
+/**
+ * The most waiter-queue entries one script call examines when it looks for the first live waiter (a
+ * release's hand-off, an acquire of a free lease, a reservation that ran out). Dead entries (sessions
+ * gone without withdrawing: crashed clients) are dropped in batches of this size and the walk
+ * resumes at the next call, so one call's work stays bounded whatever the queue holds: 32 entries
+ * cost one `ZRANGE`, 32 `EXISTS` and one `ZREM` (tens of µs), and one call prunes more dead entries
+ * than one acquire can add (at most one), so a queue that is used drains its dead entries.
+ */
+export const queueScanBatch = 32
+
 /** A script as Redis runs it (prelude, parameter bindings, body), with its SHA1 for `EVALSHA`. */
 export interface Script {
   readonly name: string
@@ -180,13 +190,20 @@ local function free(lk, holders)
 end
 -- ---- FIFO hand-off (see "Waiter queue" in RedisBackend) ----
 -- The first live waiter of queue q (dead ones leave it), or nil.
+-- At most ${queueScanBatch} entries are examined per call (see queueScanBatch): with more dead ones
+-- ahead it answers nil too (the next call resumes the walk), and the lease goes to whoever asks.
 local function next_waiter(q, holders)
-  while true do
-    local head = redis.call('ZRANGE', q, 0, 0)[1]
-    if not head then return nil end
-    if alive(holders, head) then return head end
-    redis.call('ZREM', q, head)
+  local batch = redis.call('ZRANGE', q, 0, ${queueScanBatch - 1})
+  local dead, head = {}, nil
+  for _, sid in ipairs(batch) do
+    if alive(holders, sid) then
+      head = sid
+      break
+    end
+    dead[#dead + 1] = sid
   end
+  if #dead > 0 then redis.call('ZREM', q, unpack(dead)) end
+  return head
 end
 -- Reserve the free lease lk for sid until now + the reservation and tell it ('released:<sid>').
 local function reserve(lk, sid, now)
@@ -400,6 +417,24 @@ redis.call('SREM', holderLeases, name)
 changed(holders, holder)
 hand_off(lease, queue, name, holders)
 return 1
+`)
+
+/**
+ * The session no longer waits for the lease: it leaves the queue; a reservation it had on the free
+ * lease is handed to the next live waiter (`holder*` as in `acquire`, to find waiters alive).
+ */
+export const withdraw = define("withdraw", {
+  keys: ["lease", "queue"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "idleMs"],
+  reply: Replies.Count
+}, `
+local removed = redis.call('ZREM', queue, sessionId)
+local h = redis.call('HMGET', lease, 'session', 'reserved')
+if h[2] == sessionId then
+  redis.call('HDEL', lease, 'reserved', 'reservedUntil')
+  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs)) end
+end
+return removed
 `)
 
 /** The live members of a group. */
@@ -636,6 +671,7 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   open,
   acquire,
   release,
+  withdraw,
   members,
   renew,
   close,

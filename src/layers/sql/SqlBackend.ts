@@ -312,6 +312,12 @@ export const make = (
           reply.status === "released" && localHints !== undefined
             ? PubSub.publish(localHints, Hint.Released({ name }))
             : Effect.void),
+      // PostgreSQL queues refused sessions (`<prefix>waiter`); MySQL keeps no queue (no-op default).
+      withdraw: sql.onDialectOrElse({
+        pg: () => (sessionId: string, name: string) =>
+          Effect.asVoid(sql.unsafe(`DELETE FROM ${prefix}waiter WHERE name = $1 AND session_id = $2`, [name, sessionId])),
+        orElse: () => undefined
+      }),
       join,
       leave: (sessionId, group) => Effect.asVoid(call("leave", [sessionId, group])),
       members: (group) =>
