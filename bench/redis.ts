@@ -147,6 +147,7 @@ const simbaClient = (ctx: Context, connection: string): Effect.Effect<SimbaHandl
     const backend = yield* RedisBackend.make({
       url: redisUrl,
       keyPrefix: `${ctx.prefix}:simba`,
+      lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
       connectionName: connection
     })
     const client = yield* Simba.make(simbaSettings).pipe(Effect.provideService(LeaseBackend, backend))
@@ -287,7 +288,12 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
   try {
     const backend = await inScope(
       alone,
-      RedisBackend.make({ url: redisUrl, keyPrefix: `${ctx.prefix}:simba`, connectionName: `${ctx.prefix}-simba-b` })
+      RedisBackend.make({
+        url: redisUrl,
+        keyPrefix: `${ctx.prefix}:simba`,
+        lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
+        connectionName: `${ctx.prefix}-simba-b`
+      })
     )
     // Long enough to outlive the runs without renewals.
     const { sessionId } = await Effect.runPromise(backend.openSession(Duration.millis(LEASE_MS * 20)))
@@ -681,6 +687,7 @@ export const renewCommandsSimba = async (ctx: Context): Promise<RenewCommandsRes
       RedisBackend.make({
         url: redisUrl,
         keyPrefix: `${ctx.prefix}:simba`,
+      lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
         connectionName: `${ctx.prefix}-simba-renew-commands`
       })
     )

@@ -53,6 +53,9 @@ const evictionError = (error: StartError): RedisBackend.EvictionPolicyError => {
 }
 
 /** Opens and closes a session: the backend works. */
+/** A store (private server, or a new key prefix) nobody used: no lock-delay needed (see `lockDelay`). */
+const fresh = { lockDelay: 0 } as const
+
 const works = (backend: LeaseBackendService) =>
   Effect.gen(function*() {
     const { sessionId } = yield* backend.openSession(ttl)
@@ -75,7 +78,7 @@ describe("Redis eviction policy at start", () => {
       const probe = yield* admin(server.port)
       expect(yield* clientIds(probe, "simba")).toEqual([])
 
-      yield* works(yield* RedisBackend.make({ port: server.port, allowEvictionPolicy: true }))
+      yield* works(yield* RedisBackend.make({ port: server.port, allowEvictionPolicy: true, ...fresh }))
     }))
 
   it.scopedLive("volatile-lru is refused too (it evicts exactly the session keys); noeviction is accepted", () =>
@@ -85,7 +88,7 @@ describe("Redis eviction policy at start", () => {
         .toBe("volatile-lru")
       const probe = yield* admin(server.port)
       yield* Effect.promise(() => probe.config("SET", "maxmemory-policy", "noeviction"))
-      yield* works(yield* RedisBackend.make({ port: server.port }))
+      yield* works(yield* RedisBackend.make({ port: server.port, ...fresh }))
     }))
 
   it.scopedLive("CONFIG renamed away (managed services): the policy is read from INFO memory", () =>
@@ -94,7 +97,7 @@ describe("Redis eviction policy at start", () => {
       const error = evictionError(yield* Effect.flip(Effect.scoped(RedisBackend.make({ port: server.port }))))
       expect(error.policy).toBe("allkeys-random")
       const fine = yield* privateServer(["--rename-command", "CONFIG", ""])
-      yield* works(yield* RedisBackend.make({ port: fine.port }))
+      yield* works(yield* RedisBackend.make({ port: fine.port, ...fresh }))
     }))
 
   it.scopedLive("CONFIG and INFO refused by ACL: refused as unreadable, and allowEvictionPolicy lets it start", () =>
@@ -114,14 +117,14 @@ describe("Redis eviction policy at start", () => {
       expect(error.unreadable).toContain("INFO memory: NOPERM")
       expect(error.message).toContain("could not be read")
       expect(error.message).not.toContain(password)
-      yield* works(yield* RedisBackend.make({ ...options, allowEvictionPolicy: true }))
+      yield* works(yield* RedisBackend.make({ ...options, allowEvictionPolicy: true, ...fresh }))
     }))
 
   it.scopedLive("Cluster: every master is read; one with volatile-ttl refuses the backend", () =>
     Effect.gen(function*() {
       const servers = yield* privateCluster(2)
       const nodes = servers.map((s) => ({ host: "127.0.0.1", port: s.port }))
-      yield* works(yield* RedisBackend.make({ cluster: { nodes } }))
+      yield* works(yield* RedisBackend.make({ cluster: { nodes }, ...fresh }))
       const second = yield* admin(servers[1]!.port)
       yield* Effect.promise(() => second.config("SET", "maxmemory-policy", "volatile-ttl"))
       const error = evictionError(yield* Effect.flip(Effect.scoped(RedisBackend.make({ cluster: { nodes: [nodes[0]!] } }))))
@@ -186,7 +189,7 @@ describe("Redis calls in flight on a dropped connection", () => {
     Effect.gen(function*() {
       const server = yield* privateServer()
       const name = unique("simba-inflight")
-      const backend = yield* RedisBackend.make({ port: server.port, connectionName: name, commandTimeout })
+      const backend = yield* RedisBackend.make({ port: server.port, connectionName: name, commandTimeout, ...fresh })
       const probe = yield* admin(server.port)
       const { exit, failedAfter } = yield* killMidCall([probe], name, backend.openSession(ttl))
       expectFastFailure(exit, failedAfter)
@@ -200,7 +203,8 @@ describe("Redis calls in flight on a dropped connection", () => {
       const backend = yield* RedisBackend.make({
         cluster: { nodes: servers.map((s) => ({ host: "127.0.0.1", port: s.port })) },
         connectionName: name,
-        commandTimeout
+        commandTimeout,
+        ...fresh
       })
       const admins = yield* Effect.forEach(servers, (s) => admin(s.port))
       const { exit, failedAfter } = yield* killMidCall(admins, name, backend.openSession(ttl))
@@ -225,7 +229,7 @@ describe("Redis backend on a client you bring", () => {
           (port) => Effect.flatMap(admin(port), (a) => clientIds(a, `${connectionName}:hints`))
         ).pipe(Effect.map((all) => all.flat().length), Effect.scoped)
       yield* Effect.scoped(Effect.gen(function*() {
-        const backend = yield* RedisBackend.makeWithClient(client, { keyPrefix, connectionName })
+        const backend = yield* RedisBackend.makeWithClient(client, { keyPrefix, connectionName, ...fresh })
         const hints = yield* watchHints(backend, raw, keyPrefix)
         const { sessionId } = yield* backend.openSession(ttl)
         const name = uniqueName("byo")
@@ -255,7 +259,7 @@ describe("Redis backend on a client you bring", () => {
       const client = yield* userClient(() => new Redis(6379, "127.0.0.1"))
       const name = uniqueName("byo-election")
       yield* Effect.scoped(Effect.gen(function*() {
-        const backend = yield* RedisBackend.makeWithClient(client, { keyPrefix: unique("simba-byo") })
+        const backend = yield* RedisBackend.makeWithClient(client, { keyPrefix: unique("simba-byo"), ...fresh })
         const simba = yield* Simba.make({ leaseDuration: "1500 millis", margin: "400 millis" }).pipe(
           Effect.provideService(LeaseBackend, backend)
         )
@@ -306,7 +310,7 @@ describe("Redis backend on a client you bring", () => {
       const name = unique("simba-byo-inflight")
       // The application's client: ioredis defaults (offline queue, resend of unfulfilled commands).
       const client = yield* userClient(() => new Redis(server.port, "127.0.0.1", { connectionName: name }))
-      const backend = yield* RedisBackend.makeWithClient(client, { commandTimeout: 8_000 })
+      const backend = yield* RedisBackend.makeWithClient(client, { commandTimeout: 8_000, ...fresh })
       const probe = yield* admin(server.port)
       const { exit, failedAfter } = yield* killMidCall([probe], name, backend.openSession(ttl))
       expect(Exit.isFailure(exit)).toBe(true)

@@ -25,7 +25,9 @@ const start = () =>
       FENCED_LIST: list,
       WRITE_EVERY_MS: "20",
       SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
-      SIMBA_REDIS_KEY_PREFIX: `simba-mp-${suffix}`
+      SIMBA_REDIS_KEY_PREFIX: `simba-mp-${suffix}`,
+      // A new prefix looks like a wiped store: the first grant waits one lock-delay (the lease duration).
+      SIMBA_REDIS_LOCK_DELAY: `${leaseDuration} millis`
     }
   })
 

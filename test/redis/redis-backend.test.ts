@@ -32,6 +32,8 @@ import {
 const ttl = Duration.millis(1500)
 /** Below every token a Redis backend issues: the server's TIME in microseconds has been above it since 2001. */
 const aboveTime = 10n ** 15n
+/** A store (private server, or a new key prefix) nobody used: no lock-delay needed (see `lockDelay`). */
+const fresh = { lockDelay: 0 } as const
 const k = RedisBackend.keys()
 
 const granted = (reply: AcquireReply): bigint => {
@@ -337,7 +339,7 @@ for (const mode of modes) {
     it.scopedLive("a custom keyPrefix names every key and channel", () =>
       Effect.gen(function*() {
         const prefix = `simba-test-${randomBytes(4).toString("hex")}`
-        const b = yield* make({ keyPrefix: prefix })
+        const b = yield* make({ keyPrefix: prefix, ...fresh })
         const raw = yield* rawClient(mode.cluster)
         const watch = yield* watchHints(b, raw, prefix)
         const name = uniqueName("lease")
@@ -517,14 +519,14 @@ describe("Redis backend options", () => {
       const server = yield* privateServer(["--requirepass", secret])
       const wrong = backendError(
         yield* Effect.flip(
-          Effect.scoped(RedisBackend.make({ port: server.port, password: Redacted.make("not-it"), connectTimeout: "1 second" }))
+          Effect.scoped(RedisBackend.make({ port: server.port, ...fresh, password: Redacted.make("not-it"), connectTimeout: "1 second" }))
         )
       )
       expect(wrong.operation).toBe("connect")
       expect(wrong.message).toContain("WRONGPASS")
       expect(wrong.message).not.toContain("not-it")
-      const viaOption = yield* RedisBackend.make({ port: server.port, password: Redacted.make(secret) })
-      const viaUrl = yield* RedisBackend.make({ url: Redacted.make(`redis://default:${secret}@127.0.0.1:${server.port}/2`) })
+      const viaOption = yield* RedisBackend.make({ port: server.port, ...fresh, password: Redacted.make(secret) })
+      const viaUrl = yield* RedisBackend.make({ url: Redacted.make(`redis://default:${secret}@127.0.0.1:${server.port}/2`), ...fresh })
       for (const b of [viaOption, viaUrl]) {
         const { sessionId } = yield* b.openSession(ttl)
         expect(granted(yield* b.acquire(sessionId, uniqueName("auth")))).toBeGreaterThan(aboveTime)
@@ -542,7 +544,7 @@ describe("Redis backend failures (private redis-server)", () => {
   it.scopedLive("server killed: calls fail with BackendError, then recover after a restart; sessions are gone", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()
-      const b = yield* RedisBackend.make({ port: server.port, commandTimeout: "500 millis" })
+      const b = yield* RedisBackend.make({ port: server.port, ...fresh, commandTimeout: "500 millis" })
       const raw = yield* rawClient(false, server.port)
       raw.on("error", () => {})
       const watch = yield* watchHints(b, raw)
@@ -579,7 +581,7 @@ describe("Redis backend failures (private redis-server)", () => {
   it.scopedLive("server paused: a call fails with BackendError after commandTimeout, then works again", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()
-      const b = yield* RedisBackend.make({ port: server.port, commandTimeout: "300 millis" })
+      const b = yield* RedisBackend.make({ port: server.port, ...fresh, commandTimeout: "300 millis" })
       const admin = yield* rawClient(false, server.port)
       const { sessionId } = yield* b.openSession(ttl)
       yield* Effect.promise(() => admin.call("CLIENT", "PAUSE", "1000", "ALL"))
@@ -597,7 +599,7 @@ describe("Redis backend failures (private redis-server)", () => {
     Effect.gen(function*() {
       const primary = yield* privateServer(["--repl-diskless-sync-delay", "0"])
       const demoted = yield* privateServer()
-      const b = yield* RedisBackend.make({ port: demoted.port })
+      const b = yield* RedisBackend.make({ port: demoted.port, ...fresh })
       const admin = yield* rawClient(false, demoted.port)
       admin.on("error", () => {})
       const { sessionId } = yield* b.openSession(ttl)
@@ -624,7 +626,7 @@ describe("Redis backend failures (private redis-server)", () => {
     Effect.gen(function*() {
       const server = yield* privateServer()
       for (const routeBySlot of [false, true]) {
-        const b = yield* RedisBackend.make({ port: server.port, routeBySlot })
+        const b = yield* RedisBackend.make({ port: server.port, ...fresh, routeBySlot })
         const admin = yield* rawClient(false, server.port)
         const evals = Effect.promise(() => admin.info("commandstats")).pipe(
           Effect.map((info) => Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? "0"))
@@ -660,7 +662,7 @@ describe("Redis renewal versions, one node (private redis-server)", () => {
   it.scopedLive("an unchanged renewal reads no lease: the same few commands for 10 and for 1,000 leases", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()
-      const b = yield* RedisBackend.make({ port: server.port })
+      const b = yield* RedisBackend.make({ port: server.port, ...fresh })
       const costs: Array<number> = []
       for (const count of [10, 1000]) {
         const { sessionId } = yield* b.openSession(Duration.seconds(30))
@@ -682,7 +684,7 @@ describe("Redis renewal versions, one node (private redis-server)", () => {
   it.scopedLive("a release by an expired session changes no version: its session key stays gone", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()
-      const b = yield* RedisBackend.make({ port: server.port })
+      const b = yield* RedisBackend.make({ port: server.port, ...fresh })
       const raw = yield* rawClient(false, server.port)
       const name = uniqueName("late")
       const { sessionId } = yield* b.openSession(Duration.millis(200))
@@ -696,7 +698,7 @@ describe("Redis renewal versions, one node (private redis-server)", () => {
   it.scopedLive("a lease found no longer naming the session is pruned, with a new version", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()
-      const b = yield* RedisBackend.make({ port: server.port })
+      const b = yield* RedisBackend.make({ port: server.port, ...fresh })
       const raw = yield* rawClient(false, server.port)
       const [kept, lost] = [uniqueName("kept"), uniqueName("lost")]
       const { sessionId } = yield* b.openSession(ttl)

@@ -16,7 +16,7 @@ describe("Redis restarted under live clients", () => {
       const log = yield* Ref.make<ReadonlyArray<{ client: number; at: number; event: SimbaEvent }>>([])
       const clients = yield* Effect.forEach([0, 1], (i) =>
         Effect.gen(function*() {
-          const backend = yield* RedisBackend.make({ port: server.port, commandTimeout: "300 millis" })
+          const backend = yield* RedisBackend.make({ port: server.port, commandTimeout: "300 millis", lockDelay: "1500 millis" })
           const client = yield* Simba.make({ leaseDuration: "1500 millis", margin: "100 millis" }).pipe(
             Effect.provideService(LeaseBackend.LeaseBackend, backend)
           )

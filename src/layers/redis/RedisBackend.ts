@@ -215,6 +215,7 @@ import * as LeaseBackend from "../../LeaseBackend.js"
 import * as Simba from "../../Simba.js"
 import * as Connection from "./connection.js"
 import * as Hints from "./hints.js"
+import * as Markers from "./markers.js"
 import { isSessionId, keys } from "./keys.js"
 import * as Operations from "./operations.js"
 import * as Eviction from "./eviction.js"
@@ -255,11 +256,14 @@ const start = (
       k,
       (onMessage) => Connection.subscribe(settings, client, patterns, onMessage, logError("subscriber"))
     )
+    const runner = Connection.runner(client, tracker)
+    const { delayMs, idleMs, mode } = settings
+    yield* Markers.markOnStart(mode, k, runner, client, delayMs)
     return LeaseBackend.make({
       backend: "redis",
       isSessionId,
       hints,
-      ...Operations.make(settings.mode, k, Connection.runner(client, tracker), { idleMs: settings.idleMs })
+      ...Operations.make(mode, k, runner, { idleMs, delayMs, markAll: Markers.markAll(mode, k, runner, client, delayMs) })
     })
   })
 

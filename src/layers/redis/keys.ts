@@ -21,6 +21,10 @@ export const keys = (prefix: string = defaultPrefix) => ({
   sessionSlots: (sessionId: string) => `${prefix}:session:{${sessionId}}:slots`,
   shadow: (tag: string, sessionId: string) => `${prefix}:shadow:{${tag}}:${sessionId}`,
   shadowLeases: (tag: string, sessionId: string) => `${prefix}:shadow:{${tag}}:${sessionId}:leases`,
+  /** Boot marker of the store (mode `node`): the server ms from which grants may resume (lock-delay). */
+  boot: `${prefix}:boot`,
+  /** Boot marker of the slot of `tag` (mode `cluster`). */
+  bootIn: (tag: string) => `${prefix}:boot:{${tag}}`,
   /** What the scripts append `name .. '}'` to for a lease key (they find lease names in sets). */
   leasePrefix: `${prefix}:lease:{`,
   /** What the scripts append `group .. '}'` to for a group key. */

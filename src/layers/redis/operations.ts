@@ -64,6 +64,10 @@ const digest = (leases: ReadonlyArray<HeldLease>): string => {
 export interface LeaseRules {
   /** Ms a freed lease hash lives without a grant (`idleExpiry`). */
   readonly idleMs: number
+  /** Ms nothing is granted after the backend finds a boot marker missing (`lockDelay`). */
+  readonly delayMs: number
+  /** Creates every missing boot marker (all slots in mode `cluster`) with a full lock-delay. */
+  readonly markAll: Effect.Effect<void, BackendError>
 }
 
 /** The store operations (all but `backend`, `hints` and `isSessionId`) on the connection of `runner`. */
@@ -80,6 +84,8 @@ export const make = (
     const tag = tagOf(k.lease(name))
     return { mode, tag, key: k.shadow(tag, sessionId), leases: k.shadowLeases(tag, sessionId), prefix: k.shadowPrefix(tag) }
   }
+  /** The boot marker a lease's scripts check: the store's (mode `node`) or its slot's (mode `cluster`). */
+  const markerOf = (name: string) => mode === "node" ? k.boot : k.bootIn(tagOf(k.lease(name)))
   const home = (sessionId: string) => ({ home: k.session(sessionId), homeGroups: k.sessionGroups(sessionId) })
 
   /**
@@ -187,14 +193,15 @@ export const make = (
         "closeSession",
         work.map((w) =>
           Scripts.closeSlot(
-            slotKeys(sessionId, w),
+            { ...slotKeys(sessionId, w), marker: k.bootIn(w.tag) },
             {
               sessionId,
               leasePrefix: k.leasePrefix,
               holdsLeases: w.registration === "" ? "" : "1",
               homeRemaining: Math.max(left, 1),
               shadowPrefix: k.shadowPrefix(w.tag),
-              idleMs: rules.idleMs
+              idleMs: rules.idleMs,
+              delayMs: rules.delayMs
             }
           )
         )
@@ -221,13 +228,14 @@ export const make = (
       return run(
         "closeSession",
         Scripts.close(
-          { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
+          { ...home(sessionId), homeLeases: k.sessionLeases(sessionId), marker: k.boot },
           {
             sessionId,
             leasePrefix: k.leasePrefix,
             groupPrefix: k.groupPrefix,
             sessionPrefix: k.sessionPrefix,
-            idleMs: rules.idleMs
+            idleMs: rules.idleMs,
+            delayMs: rules.delayMs
           }
         )
       ).pipe(Effect.asVoid)
@@ -243,10 +251,32 @@ export const make = (
           const reply = yield* run(
             "acquire",
             Scripts.acquire(
-              { lease: k.lease(name), queue: k.leaseQueue(name), holder: holder.key, holderLeases: holder.leases },
-              { sessionId, name, mode, holderPrefix: holder.prefix, ...registered, idleMs: rules.idleMs }
+              {
+                lease: k.lease(name),
+                queue: k.leaseQueue(name),
+                holder: holder.key,
+                holderLeases: holder.leases,
+                marker: markerOf(name)
+              },
+              {
+                sessionId,
+                name,
+                mode,
+                holderPrefix: holder.prefix,
+                ...registered,
+                idleMs: rules.idleMs,
+                delayMs: rules.delayMs
+              }
             )
           )
+          if (reply[0] === "delayed" && reply[2] === 1) {
+            // The store lost its state: say so loudly, and start the same delay in every slot at once.
+            yield* Effect.logError(
+              `simba redis: the store lost its state (boot marker ${markerOf(name)} missing: restart without ` +
+                `persistence, flush or fail-over); no lease is granted for ${reply[1]} ms (lockDelay)`
+            ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" }))
+            yield* rules.markAll
+          }
           const answer = acquireReply(reply)
           if (answer !== undefined) return answer
         }
@@ -259,8 +289,22 @@ export const make = (
         yield* run(
           "release",
           Scripts.release(
-            { lease: k.lease(name), queue: k.leaseQueue(name), holder: holder.key, holderLeases: holder.leases },
-            { sessionId, token: token.toString(), name, mode, holderPrefix: holder.prefix, idleMs: rules.idleMs }
+            {
+              lease: k.lease(name),
+              queue: k.leaseQueue(name),
+              holder: holder.key,
+              holderLeases: holder.leases,
+              marker: markerOf(name)
+            },
+            {
+              sessionId,
+              token: token.toString(),
+              name,
+              mode,
+              holderPrefix: holder.prefix,
+              idleMs: rules.idleMs,
+              delayMs: rules.delayMs
+            }
           )
         )
       }),

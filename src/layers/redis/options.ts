@@ -77,6 +77,14 @@ export interface RedisOptions {
    * clock never steps back by more than this: keep it far above any lease duration and any clock step.
    */
   readonly idleExpiry?: Duration.DurationInput | undefined
+  /**
+   * The lock-delay: when the backend finds the store's state lost (its boot marker missing: a restart
+   * without persistence, a flush, a fail-over to a replica that lacks it), it grants nothing for this
+   * long, so every session that could still believe it holds a lease has passed its deadline first.
+   * Set it >= the longest `leaseDuration` any client uses on this Redis. Default 15 seconds (the
+   * default lease duration). `0` turns it off: only for a store that cannot lose its state.
+   */
+  readonly lockDelay?: Duration.DurationInput | undefined
 }
 
 /**
@@ -86,7 +94,7 @@ export interface RedisOptions {
 export type RedisClientOptions = Pick<
   RedisOptions,
   "keyPrefix" | "routeBySlot" | "connectTimeout" | "commandTimeout" | "connectionName" | "allowEvictionPolicy"
-  | "idleExpiry"
+  | "idleExpiry" | "lockDelay"
 >
 
 /**
@@ -108,6 +116,8 @@ export interface BackendSettings {
   readonly allowEvictionPolicy: boolean
   /** Ms a freed lease hash lives without a grant. */
   readonly idleMs: number
+  /** Ms nothing is granted after the state was found lost (`lockDelay`). */
+  readonly delayMs: number
 }
 
 /** The options, checked and filled in with their defaults. */
@@ -146,7 +156,8 @@ export const config: Config.Config<RedisOptions> = Config.all({
     Config.map(Option.getOrUndefined)
   ),
   keyPrefix: Config.string("SIMBA_REDIS_KEY_PREFIX").pipe(Config.withDefault(defaultPrefix)),
-  allowEvictionPolicy: Config.boolean("SIMBA_REDIS_ALLOW_EVICTION_POLICY").pipe(Config.withDefault(false))
+  allowEvictionPolicy: Config.boolean("SIMBA_REDIS_ALLOW_EVICTION_POLICY").pipe(Config.withDefault(false)),
+  lockDelay: Config.duration("SIMBA_REDIS_LOCK_DELAY").pipe(Config.option, Config.map(Option.getOrUndefined))
 })
 
 const prefixPattern = /^[A-Za-z0-9._:-]+$/
@@ -160,7 +171,8 @@ const invalid = (option: string, rule: string) => Effect.fail(new SimbaConfigErr
 const millis = (
   option: string,
   input: Duration.DurationInput | undefined,
-  fallback: number
+  fallback: number,
+  least: 0 | 1 = 1
 ): Effect.Effect<number, SimbaConfigError> => {
   if (input === undefined) return Effect.succeed(fallback)
   // Text as SimbaConfig reads it (`8s`, `500ms`, `15 seconds`), so every duration option takes the same forms.
@@ -172,9 +184,9 @@ const millis = (
     ? Option.map(Either.getRight(parseDuration(input)), Duration.millis)
     : Duration.decodeUnknown(input)
   const ms = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : NaN
-  return Number.isFinite(ms) && ms >= 1
+  return Number.isFinite(ms) && ms >= least
     ? Effect.succeed(Math.ceil(ms))
-    : invalid(option, "must be a finite duration of at least 1 ms")
+    : invalid(option, `must be a finite duration of at least ${least} ms`)
 }
 
 /** The parts of a `redis://` URL that are given. */
@@ -238,6 +250,7 @@ export const resolveBackend = (
     const allowEvictionPolicy = options.allowEvictionPolicy ?? false
     if (typeof allowEvictionPolicy !== "boolean") return yield* invalid("allowEvictionPolicy", "must be true or false")
     const idleMs = yield* millis("idleExpiry", options.idleExpiry, 3_600_000)
+    const delayMs = options.lockDelay === undefined ? 15_000 : yield* millis("lockDelay", options.lockDelay, 0, 0)
     return {
       prefix,
       mode: routeBySlot ? "cluster" : "node",
@@ -245,7 +258,8 @@ export const resolveBackend = (
       commandTimeout,
       connectionName,
       allowEvictionPolicy,
-      idleMs
+      idleMs,
+      delayMs
     } satisfies BackendSettings
   })
 

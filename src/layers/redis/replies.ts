@@ -15,10 +15,13 @@ export const LeaseList = Schema.Array(Schema.Tuple(Schema.String, Token))
 export const GroupList = Schema.Array(Schema.Tuple(Schema.String, Schema.Array(Schema.String)))
 
 export const Opened = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Schema.Tuple(Schema.Literal("exists")))
-/** `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot. */
+/**
+ * `delayed`: a lock-delay runs (the ms left, and 1 when this call found the boot marker missing).
+ * `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot. */
 export const Acquired = Schema.Union(
   Schema.Tuple(Schema.Literal("granted"), Token),
   Schema.Tuple(Schema.Literal("held"), Schema.Union(Schema.Literal(""), Token), Millis),
+  Schema.Tuple(Schema.Literal("delayed"), Millis, Schema.Literal(0, 1)),
   Schema.Tuple(Schema.Literal("stale")),
   Expired
 )
@@ -42,6 +45,8 @@ export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis
 export const Joined = Schema.Literal("joined", "expired")
 export const Members = Schema.Array(Schema.String)
 export const Count = Schema.Int
+/** Whether the boot marker was created (1) and its value (server ms from which grants resume). */
+export const Marked = Schema.Tuple(Schema.Literal(0, 1), Schema.String)
 
 /** The SPI's answer to an acquire; `undefined` for `stale` (register again). */
 export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): AcquireReply | undefined => {
@@ -53,6 +58,8 @@ export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): Acquir
         token: reply[1] === "" ? undefined : reply[1],
         remaining: reply[2] >= 0 ? Duration.millis(reply[2]) : undefined
       })
+    case "delayed":
+      return AcquireReply.HeldBy({ token: undefined, remaining: Duration.millis(reply[1]) })
     case "expired":
       return AcquireReply.Expired()
     case "stale":

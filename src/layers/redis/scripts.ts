@@ -148,10 +148,12 @@ end
 -- 'node': at its session key, prefix .. sid .. '}'. 'cluster' (every call inside one hash slot): at
 -- its shadow in this slot, prefix .. sid, which is dead too once closeSession marked it closed.
 local closed_marker = '9007199254740992'
--- Also carries the store's rules for lease hashes: idle = ms a freed hash lives without a grant.
-local function holders_in(mode, prefix, idle)
+-- Also carries the store's rules for lease hashes: idle = ms a freed hash lives without a grant;
+-- marker = the boot marker of this store (mode 'node') or of this slot (mode 'cluster'), and delay =
+-- the lock-delay in ms (see lock_delay).
+local function holders_in(mode, prefix, idle, marker, delay)
   if mode ~= 'node' and mode ~= 'cluster' then error('simba: unknown mode ' .. tostring(mode)) end
-  return {mode = mode, prefix = prefix, idle = tonumber(idle)}
+  return {mode = mode, prefix = prefix, idle = tonumber(idle), marker = marker, delay = tonumber(delay)}
 end
 local function holder_key(holders, sid)
   if holders.mode == 'node' then return holders.prefix .. sid .. '}' end
@@ -182,6 +184,20 @@ local function next_token(lk)
   local token = string.format('%.0f', math.max(stored + 1, us))
   redis.call('HSET', lk, 'token', token)
   return token
+end
+-- ---- Lock-delay after lost state ----
+-- The boot marker holds the server time (ms) from which grants may resume. A missing marker means the
+-- store (or, in a cluster, the node holding this slot) lost its state: restart without persistence,
+-- flush, fail-over to a replica that lacks it. Some session may still believe it holds a lease there
+-- until its own deadline, so nothing is granted for one lock-delay: the marker is created with
+-- now + delay. Answers the ms left (0: grants allowed) and whether this call found it missing.
+local function lock_delay(holders, now)
+  local resume = redis.call('GET', holders.marker)
+  if not resume then
+    redis.call('SET', holders.marker, now + holders.delay)
+    return holders.delay, true
+  end
+  return math.max(tonumber(resume) - now, 0), false
 end
 -- lk names no holder from now on: it expires once idle that long (a grant makes it persistent again).
 local function free(lk, holders)
@@ -232,7 +248,8 @@ end
 -- slot, see "Redis Cluster") reserve it for that waiter; publish a plain 'released' when nobody waits.
 local function hand_off(lk, q, name, holders)
   local head = next_waiter(q, holders)
-  if not head then
+  -- During a lock-delay nobody is granted or reserved anything: waiters retry and are told how long.
+  if not head or lock_delay(holders, now_ms()) > 0 then
     redis.call('PUBLISH', lk, 'released')
   elseif holders.mode == 'node' then
     grant_to(lk, q, name, head, holders)
@@ -270,7 +287,13 @@ local function acquire(lk, q, set, sid, name, own, holders)
       -- Takeover: the holder's session is gone, the lease is free.
       free(lk, holders)
     end
-    -- Free: who may take it?
+    -- Free. Nothing is granted while a lock-delay runs: the requester waits in the queue.
+    local pause, fresh = lock_delay(holders, now)
+    if pause > 0 then
+      wait_in(q, sid, now, own)
+      return {'delayed', pause, fresh and 1 or 0}
+    end
+    -- Who may take it?
     local head, untill = nil, 0
     if h[3] and tonumber(h[4]) > now and alive(holders, h[3]) then
       head, untill = h[3], tonumber(h[4])
@@ -379,11 +402,11 @@ return {'ok', redis.call('PTTL', home)}
  * registration number and the home's time left that `register` answered).
  */
 export const acquire = define("acquire", {
-  keys: ["lease", "queue", "holder", "holderLeases"],
-  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "idleMs"],
+  keys: ["lease", "queue", "holder", "holderLeases", "marker"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "idleMs", "delayMs"],
   reply: Replies.Acquired
 }, `
-local holders = holders_in(mode, holderPrefix, idleMs)
+local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
 local own
 if holders.mode == 'node' then
   own = redis.call('PTTL', holder)
@@ -405,13 +428,13 @@ return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
  * `holder` and `holderLeases` as there).
  */
 export const release = define("release", {
-  keys: ["lease", "queue", "holder", "holderLeases"],
-  args: ["sessionId", "token", "name", "mode", "holderPrefix", "idleMs"],
+  keys: ["lease", "queue", "holder", "holderLeases", "marker"],
+  args: ["sessionId", "token", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
 }, `
 local h = redis.call('HMGET', lease, 'session', 'token')
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
-local holders = holders_in(mode, holderPrefix, idleMs)
+local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
 free(lease, holders)
 redis.call('SREM', holderLeases, name)
 changed(holders, holder)
@@ -475,11 +498,11 @@ return {'live', rem, version, groups, leases}
 
 /** Releases every lease of the session (handing each off), leaves its groups, deletes it. */
 export const close = define("close", {
-  keys: ["home", "homeLeases", "homeGroups"],
-  args: ["sessionId", "leasePrefix", "groupPrefix", "sessionPrefix", "idleMs"],
+  keys: ["home", "homeLeases", "homeGroups", "marker"],
+  args: ["sessionId", "leasePrefix", "groupPrefix", "sessionPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
 }, `
-release_all(homeLeases, sessionId, leasePrefix, holders_in('node', sessionPrefix, idleMs))
+release_all(homeLeases, sessionId, leasePrefix, holders_in('node', sessionPrefix, idleMs, marker, delayMs))
 for _, g in ipairs(redis.call('SMEMBERS', homeGroups)) do remove_member(groupPrefix .. g .. '}', sessionId) end
 redis.call('DEL', home, homeLeases, homeGroups)
 return 1
@@ -612,13 +635,13 @@ return {left, slots, groups}
  * leaves the `groups` of that slot.
  */
 export const closeSlot = define("closeSlot", {
-  keys: ["shadow", "shadowLeases"],
+  keys: ["shadow", "shadowLeases", "marker"],
   restKeys: "groups",
-  args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix", "idleMs"],
+  args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
 }, `
 if holdsLeases ~= '' then
-  release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix, idleMs))
+  release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix, idleMs, marker, delayMs))
   redis.call('DEL', shadowLeases)
   redis.call('HSET', shadow, 'closed', closed_marker)
   extend(shadow, math.max(tonumber(homeRemaining), 1))
@@ -666,6 +689,24 @@ export const forgetGroup = define("forgetGroup", {
 return redis.call('SREM', homeGroups, groupName)
 `)
 
+/**
+ * Creates the boot marker (of the store, or of one slot) unless it exists, with grants resuming at
+ * `resumeAt` (server ms; set by the first marker of the same node in one pass, so the whole node
+ * resumes at once) or, when `resumeAt` is `""`, after a full `delayMs`. Answers 1 when it created it,
+ * and the marker's value.
+ */
+export const bootMarker = define("bootMarker", {
+  keys: ["marker"],
+  args: ["delayMs", "resumeAt"],
+  reply: Replies.Marked
+}, `
+local resume = redis.call('GET', marker)
+if resume then return {0, resume} end
+if resumeAt ~= '' then resume = resumeAt else resume = tostring(now_ms() + tonumber(delayMs)) end
+redis.call('SET', marker, resume)
+return {1, resume}
+`)
+
 /** Every script with its parameter names, for tests. */
 export const all: ReadonlyArray<{ readonly script: Script; readonly params: ReadonlyArray<string> }> = [
   open,
@@ -686,5 +727,6 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   addMember,
   joinHome,
   removeMember,
-  forgetGroup
+  forgetGroup,
+  bootMarker
 ]
