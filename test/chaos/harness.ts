@@ -122,7 +122,9 @@ export const run = async (
         CHAOS_NAME: `chaos-${suffix}`,
         CHAOS_FENCE_KEY: `simba-chaos:${backend}:${suffix}`,
         WRITE_EVERY_MS: "20",
-        SIMBA_LEASE_DURATION: `${leaseDuration}ms`
+        SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
+        // The Redis lock-delay after lost state: the lease duration (what boundOf adds for a wipe).
+        SIMBA_REDIS_LOCK_DELAY: `${leaseDuration} millis`
       }
       let proxy: Proxy | undefined
       if (backend !== "cluster") {
