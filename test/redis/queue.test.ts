@@ -108,7 +108,7 @@ describe("Redis waiter queue: 50,000 abandoned waiters (private server, SLOWLOG)
       // Every command is logged with its duration (µs) on this server only.
       const server = yield* privateServer(["--slowlog-log-slower-than", "0", "--slowlog-max-len", "128"])
       const raw = yield* rawClient(false, server.port)
-      const b = yield* RedisBackend.make({ url: `redis://127.0.0.1:${server.port}` })
+      const b = yield* RedisBackend.make({ url: `redis://127.0.0.1:${server.port}`, lockDelay: 0 }) // a fresh private server: no lock-delay needed
       const name = uniqueName("abandoned")
       const queue = k.leaseQueue(name)
       const ttl = Duration.seconds(30)

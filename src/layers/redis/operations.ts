@@ -313,8 +313,15 @@ export const make = (
       run(
         "withdraw",
         Scripts.withdraw(
-          { lease: k.lease(name), queue: k.leaseQueue(name) },
-          { sessionId, name, mode, holderPrefix: holderOf(sessionId, name).prefix, idleMs: rules.idleMs }
+          { lease: k.lease(name), queue: k.leaseQueue(name), marker: markerOf(name) },
+          {
+            sessionId,
+            name,
+            mode,
+            holderPrefix: holderOf(sessionId, name).prefix,
+            idleMs: rules.idleMs,
+            delayMs: rules.delayMs
+          }
         )
       ).pipe(Effect.asVoid),
 

@@ -447,15 +447,15 @@ return 1
  * lease is handed to the next live waiter (`holder*` as in `acquire`, to find waiters alive).
  */
 export const withdraw = define("withdraw", {
-  keys: ["lease", "queue"],
-  args: ["sessionId", "name", "mode", "holderPrefix", "idleMs"],
+  keys: ["lease", "queue", "marker"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
 }, `
 local removed = redis.call('ZREM', queue, sessionId)
 local h = redis.call('HMGET', lease, 'session', 'reserved')
 if h[2] == sessionId then
   redis.call('HDEL', lease, 'reserved', 'reservedUntil')
-  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs)) end
+  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs)) end
 end
 return removed
 `)
