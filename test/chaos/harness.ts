@@ -39,6 +39,9 @@ export const boundOf = (fault: Fault): number =>
   // Redis grants nothing for one lease after it finds its state lost (the lock-delay).
   (fault === "restart, no persistence" || fault === "FLUSHALL" ? leaseDuration : 0)
 
+/** Faults on the store's state (the victim keeps writing at first: its loss shows at a renewal or a candidate's retry). */
+const stateFaults: ReadonlyArray<Fault> = ["restart, no persistence", "FLUSHALL", "lease hash deleted"]
+
 /** The faults each backend can take here (server faults only on servers of our own). */
 export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
   const processFaults: Array<Fault> = ["kill -9 leader", "SIGSTOP leader"]
@@ -232,6 +235,10 @@ export const run = async (
         // A leader writing again (a new term, or the same one when it kept its lease), within the bound.
         const backAt = await children.waitFor(`a leader after ${fault}`, () => leader(healAt) !== undefined, boundOf(fault) + 10_000)
           .then(() => monotonicMs(), () => Infinity)
+        // Faults on the store's state take effect later, through renewals and the candidates' retries
+        // (a HeldBy's remaining, about a lease): keep watching for as long as they can, so an overlap
+        // they cause falls inside this round.
+        if (stateFaults.includes(fault)) await sleep(Math.max(0, healAt + boundOf(fault) - monotonicMs()))
         rounds.push({ fault, victim, faultAt, healAt, backAt })
         log(`${backend}: ${fault} round ${round + 1} done`)
       }

@@ -1,6 +1,7 @@
 /**
- * The long chaos run: `npm run chaos` (or `node --import tsx test/chaos/run.ts [backend...] [--rounds N]`).
- * Every fault each backend can take, N rounds each (default 3), then one table per backend.
+ * The long chaos run: `npm run chaos` (or `node --import tsx test/chaos/run.ts [backend...] [--rounds N]
+ * [--faults "FLUSHALL;lease hash deleted"]`). Every fault each backend can take (or those listed), N rounds
+ * each (default 3), then one table per backend.
  * Exits 1 when any row shows an overlap, a stale write accepted, a token regression or a late leader.
  */
 import { type Backend, faultsOf, run, table } from "./harness.js"
@@ -8,13 +9,15 @@ import { type Backend, faultsOf, run, table } from "./harness.js"
 const args = process.argv.slice(2)
 const roundsAt = args.indexOf("--rounds")
 const rounds = roundsAt === -1 ? 3 : Number(args[roundsAt + 1])
-const chosen = args.filter((a, i) => !a.startsWith("--") && i !== roundsAt + 1) as Array<Backend>
+const faultsAt = args.indexOf("--faults")
+const only = faultsAt === -1 ? undefined : new Set(args[faultsAt + 1]!.split(";").map((f) => f.trim()))
+const chosen = args.filter((a, i) => !a.startsWith("--") && i !== roundsAt + 1 && i !== faultsAt + 1) as Array<Backend>
 const backends: ReadonlyArray<Backend> = chosen.length > 0 ? chosen : ["redis", "cluster", "pg", "mysql", "zookeeper"]
 
 let failed = false
 for (const backend of backends) {
   const started = performance.now()
-  const rows = await run(backend, faultsOf(backend).map((fault) => ({ fault, rounds })), (t) => console.error(t))
+  const rows = await run(backend, faultsOf(backend).filter((fault) => only === undefined || only.has(fault)).map((fault) => ({ fault, rounds })), (t) => console.error(t))
   console.log(`\n### ${backend} (${((performance.now() - started) / 1000).toFixed(0)} s)\n\n${table(rows)}`)
   if (rows.some((r) => r.overlaps > 0 || r.staleAccepted > 0 || r.tokenRegressions > 0 || r.late > 0)) failed = true
 }

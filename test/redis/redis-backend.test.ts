@@ -706,8 +706,9 @@ describe("Redis renewal versions, one node (private redis-server)", () => {
       const keptToken = granted(yield* b.acquire(sessionId, kept))
       granted(yield* b.acquire(sessionId, lost))
       const v1 = live(yield* b.keepAlive(sessionId, ttl)).version
-      // As if the server had lost that lease's hash (a partial failover): the known version still answers unchanged.
-      yield* Effect.promise(() => raw.del(k.lease(lost)))
+      // As if the server had lost that lease's keys (a partial failover: the hash and its holder
+      // record; a hash deleted alone is restored, see holder.test.ts): the known version still answers unchanged.
+      yield* Effect.promise(() => raw.del(k.lease(lost), k.leaseHolder(lost)))
       expect(live(yield* b.keepAlive(sessionId, ttl, v1)).leases).toBeUndefined()
       // A renewal that lists finds it gone, prunes it and moves the version on.
       const listed = live(yield* b.keepAlive(sessionId, ttl))

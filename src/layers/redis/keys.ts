@@ -11,6 +11,11 @@ export const defaultPrefix = "simba"
 export const keys = (prefix: string = defaultPrefix) => ({
   /** Lease hash, also the channel its releases are published on. */
   lease: (name: string) => `${prefix}:lease:{${name}}`,
+  /**
+   * Holder record of a lease (`sid:token` while held, in the lease's slot): restores a lease hash
+   * deleted by hand instead of granting the lease to another session.
+   */
+  leaseHolder: (name: string) => `${prefix}:lease:{${name}}:holder`,
   /** Waiter queue of a lease (sorted set of session ids by server time of arrival), in the lease's slot. */
   leaseQueue: (name: string) => `${prefix}:lease:{${name}}:queue`,
   /** Group sorted set, also the channel its changes are published on. */

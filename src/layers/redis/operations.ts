@@ -277,6 +277,12 @@ export const make = (
             ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" }))
             yield* rules.markAll
           }
+          if ((reply[0] === "granted" && reply[2] === 1) || (reply[0] === "held" && reply[3] === 1)) {
+            yield* Effect.logError(
+              `simba redis: the lease hash ${k.lease(name)} was missing while its holder record ${k.leaseHolder(name)} ` +
+                `names a live session (deleted by hand?); it was restored for that holder instead of being granted`
+            ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" }))
+          }
           const answer = acquireReply(reply)
           if (answer !== undefined) return answer
         }

@@ -15,12 +15,14 @@ export const LeaseList = Schema.Array(Schema.Tuple(Schema.String, Token))
 export const GroupList = Schema.Array(Schema.Tuple(Schema.String, Schema.Array(Schema.String)))
 
 export const Opened = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Schema.Tuple(Schema.Literal("exists")))
+/** 1: the lease hash had been deleted by hand and was restored from its holder record. */
+const Restored = Schema.optionalElement(Schema.Literal(1))
 /**
  * `delayed`: a lock-delay runs (the ms left, and 1 when this call found the boot marker missing).
  * `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot. */
 export const Acquired = Schema.Union(
-  Schema.Tuple(Schema.Literal("granted"), Token),
-  Schema.Tuple(Schema.Literal("held"), Schema.Union(Schema.Literal(""), Token), Millis),
+  Schema.Tuple(Schema.Literal("granted"), Token, Restored),
+  Schema.Tuple(Schema.Literal("held"), Schema.Union(Schema.Literal(""), Token), Millis, Restored),
   Schema.Tuple(Schema.Literal("delayed"), Millis, Schema.Literal(0, 1)),
   Schema.Tuple(Schema.Literal("stale")),
   Expired

@@ -73,14 +73,24 @@ export interface Caller<Keys extends ReadonlyArray<string>, Args extends Readonl
 /** The Lua every script starts with. Its function names are never parameter names (checked by a test). */
 export const prelude = `
 if redis.replicate_commands then redis.replicate_commands() end
-local function now_ms()
+-- The server's time (one TIME): in ms, and in microseconds (for tokens).
+local function server_time()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local s, u = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(u / 1000), s * 1000000 + u
 end
--- Make key live at least ms more; never shortens; a missing key stays missing.
+local function now_ms()
+  local ms = server_time()
+  return ms
+end
+-- Make key live at least ms more; never shortens; a missing key stays missing. Answers its ms left.
 local function extend(key, ms)
   local cur = redis.call('PTTL', key)
-  if cur ~= -2 and cur < ms then redis.call('PEXPIRE', key, ms) end
+  if cur ~= -2 and cur < ms then
+    redis.call('PEXPIRE', key, ms)
+    return ms
+  end
+  return cur
 end
 -- Renew a session key for ttl ms (never shortens it), and the sets that expire with it: the ms it
 -- has left, or nil when it is gone.
@@ -128,15 +138,32 @@ end
 local function remove_member(gk, sid)
   if redis.call('ZREM', gk, sid) == 1 then redis.call('PUBLISH', gk, 'left') end
 end
--- {name, token} of the leases in set whose hash still names sid, and how many others left the set.
+-- The holder record of lk (see hold): 'sid:token' while held; the session id and token, or nil.
+local function recorded_holder(record)
+  if not record then return nil end
+  return string.match(record, '^([^:]+):(%d+)$')
+end
+-- The lease hash lk was lost (deleted by hand) while its holder record names sid, whose session
+-- lives: write it back, so nobody else is granted it while sid may still believe it holds it.
+local function restore(lk, sid, token, expires)
+  redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', expires)
+  redis.call('PERSIST', lk)
+end
+-- {name, token} of the leases in set whose hash still names sid (or, lost, whose holder record
+-- does: restored), and how many others left the set.
 local function held_leases(set, sid, lease_prefix, expires)
   local held, pruned = {}, 0
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
     local h = redis.call('HMGET', lk, 'session', 'token')
+    local rsid, rtok
+    if not h[1] and not h[2] then rsid, rtok = recorded_holder(redis.call('GET', lk .. ':holder')) end
     if h[1] == sid then
       redis.call('HSET', lk, 'expires', expires)
       held[#held + 1] = {name, h[2]}
+    elseif rsid == sid then
+      restore(lk, sid, rtok, expires)
+      held[#held + 1] = {name, rtok}
     else
       redis.call('SREM', set, name)
       pruned = pruned + 1
@@ -171,45 +198,56 @@ end
 local function changed(holders, key)
   if holders.mode == 'node' and redis.call('EXISTS', key) == 1 then redis.call('INCR', key) end
 end
+-- changed, for a session this script has just found alive.
+local function bump(holders, key)
+  if holders.mode == 'node' then redis.call('INCR', key) end
+end
 -- ---- Tokens and the life of a lease hash ----
--- A new token for lk: max(stored + 1, the server's TIME in microseconds), so a store that lost the
--- hash (restart without persistence, flush, fail-over, idle expiry) still hands out a token above
--- every earlier one while the clock does not step back. Lua numbers are doubles: TIME in us is about
--- 1.8e15 (2026), exact below 2^53 (~9.0e15, year ~2255), and so are stored + 1 and the max; '%.0f'
--- prints the integer without an exponent. Tokens are strings here and bigints on the client.
-local function next_token(lk)
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local stored = tonumber(redis.call('HGET', lk, 'token') or '0')
-  local token = string.format('%.0f', math.max(stored + 1, us))
-  redis.call('HSET', lk, 'token', token)
-  return token
+-- A new token after stored (the lease's last token, or nil): max(stored + 1, the server's TIME in
+-- microseconds us), so a store that lost the hash (restart without persistence, flush, fail-over,
+-- idle expiry) still hands out a token above every earlier one while the clock does not step back.
+-- Lua numbers are doubles: TIME in us is about 1.8e15 (2026), exact below 2^53 (~9.0e15, year
+-- ~2255), and so are stored + 1 and the max; '%.0f' prints the integer without an exponent. Tokens
+-- are strings here and bigints on the client.
+local function next_token(stored, us)
+  return string.format('%.0f', math.max(tonumber(stored or '0') + 1, us))
 end
 -- ---- Lock-delay after lost state ----
 -- The boot marker holds the server time (ms) from which grants may resume. A missing marker means the
 -- store (or, in a cluster, the node holding this slot) lost its state: restart without persistence,
 -- flush, fail-over to a replica that lacks it. Some session may still believe it holds a lease there
 -- until its own deadline, so nothing is granted for one lock-delay: the marker is created with
--- now + delay. Answers the ms left (0: grants allowed) and whether this call found it missing.
-local function lock_delay(holders, now)
-  local resume = redis.call('GET', holders.marker)
+-- now + delay. resume is the marker's value (nil: missing). Answers the ms left (0: grants allowed)
+-- and whether this call found it missing.
+-- Only a lease without a stored token (no hash, or one holding waiters only) needs the check: a wipe
+-- takes the lease hashes with the marker, and no script writes a token during a lock-delay, so a
+-- hash with a token proves this store kept its state since that token's grant (a marker deleted
+-- alone starts a delay for the leases without one; those with one lost nothing).
+local function lock_delay(holders, now, resume)
   if not resume then
     redis.call('SET', holders.marker, now + holders.delay)
     return holders.delay, true
   end
   return math.max(tonumber(resume) - now, 0), false
 end
--- lk names no holder from now on: it expires once idle that long (a grant makes it persistent again).
+-- lk names no holder from now on: it expires once idle that long (a grant makes it persistent again),
+-- and its holder record goes.
 local function free(lk, holders)
   redis.call('HDEL', lk, 'session', 'expires')
   redis.call('PEXPIRE', lk, holders.idle)
+  redis.call('DEL', lk .. ':holder')
 end
 -- ---- FIFO hand-off (see "Waiter queue" in RedisBackend) ----
--- The first live waiter of queue q (dead ones leave it), or nil.
+-- The first live waiter of queue q (dead ones leave it) of lease lk, or nil.
 -- At most ${queueScanBatch} entries are examined per call (see queueScanBatch): with more dead ones
 -- ahead it answers nil too (the next call resumes the walk), and the lease goes to whoever asks.
-local function next_waiter(q, holders)
+-- Only called when lk carries 'queued' (see wait_in); an empty queue clears it.
+local function next_waiter(lk, q, holders)
   local batch = redis.call('ZRANGE', q, 0, ${queueScanBatch - 1})
+  if #batch == 0 then
+    redis.call('HDEL', lk, 'queued')
+    return nil
+  end
   local dead, head = {}, nil
   for _, sid in ipairs(batch) do
     if alive(holders, sid) then
@@ -226,102 +264,145 @@ local function reserve(lk, sid, now)
   redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${reservationMillis})
   redis.call('PUBLISH', lk, 'released:' .. sid)
 end
--- sid (whose liveness key has own ms left) holds lk (name, listed in its set) from now on.
-local function hold(lk, set, name, sid, now, own)
-  redis.call('HSET', lk, 'session', sid, 'expires', now + own)
-  redis.call('PERSIST', lk)
+-- sid (whose liveness key has own ms left) holds lk (name, listed in its set) with token from now
+-- on. expiring: lk may carry an expiry (a free hash that exists), which the grant removes. The
+-- holder record lk .. ':holder' ('sid:token', in lk's slot) outlives a hash deleted by hand: an
+-- acquire that finds the hash gone and the record naming a live session restores the hash instead
+-- of granting (see acquire). The set expires with the session (its renewals extend both).
+local function hold(lk, set, name, sid, token, now, own, expiring)
+  redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', now + own)
+  if expiring then redis.call('PERSIST', lk) end
+  redis.call('SET', lk .. ':holder', sid .. ':' .. token)
   redis.call('SADD', set, name)
-  extend(set, own)
+  redis.call('PEXPIRE', set, own)
 end
--- Mode 'node': grant the free lease lk (name) to the live waiter head, as its acquire would, and
--- tell it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
-local function grant_to(lk, q, name, head, holders)
+-- Mode 'node': grant the free lease lk (name, last token stored) to the live waiter head, as its
+-- acquire would, and tell it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
+local function grant_to(lk, q, name, head, holders, stored)
   local home = holder_key(holders, head)
-  local token = next_token(lk)
-  hold(lk, home .. ':leases', name, head, now_ms(), redis.call('PTTL', home))
-  changed(holders, home)
+  local now, us = server_time()
+  local token = next_token(stored, us)
+  hold(lk, home .. ':leases', name, head, token, now, redis.call('PTTL', home), true)
+  bump(holders, home)
   redis.call('ZREM', q, head)
   redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
 end
--- lk was held (so carries no reservation: a grant clears it) and just became free: in mode 'node'
--- grant it to the first live waiter; in mode 'cluster' (the waiter's registration lives in another
--- slot, see "Redis Cluster") reserve it for that waiter; publish a plain 'released' when nobody waits.
-local function hand_off(lk, q, name, holders)
-  local head = next_waiter(q, holders)
-  -- During a lock-delay nobody is granted or reserved anything: waiters retry and are told how long.
-  if not head or lock_delay(holders, now_ms()) > 0 then
+-- lk (last token stored; queued: it carries 'queued') was held or reserved and just became free: in
+-- mode 'node' grant it to the first live waiter; in mode 'cluster' (the waiter's registration lives
+-- in another slot, see "Redis Cluster") reserve it for that waiter; publish a plain 'released' when
+-- nobody waits. No lock-delay check: lk has a token, so this store kept its state (see lock_delay).
+local function hand_off(lk, q, name, holders, stored, queued)
+  local head = nil
+  if queued then head = next_waiter(lk, q, holders) end
+  if not head then
     redis.call('PUBLISH', lk, 'released')
   elseif holders.mode == 'node' then
-    grant_to(lk, q, name, head, holders)
+    grant_to(lk, q, name, head, holders, stored)
   else
     reserve(lk, head, now_ms())
   end
 end
 -- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
-local function wait_in(q, sid, now, own)
+-- The lease hash lk carries 'queued' while its queue may hold waiters (queued: it already does), so
+-- an acquire or release of a lease nobody waits for reads no queue; a hash this creates (waiters
+-- of a lease with no hash, during a lock-delay) expires once idle, like a freed one.
+local function wait_in(lk, q, sid, now, own, queued, exists, holders)
   redis.call('ZADD', q, 'NX', now, sid)
   extend(q, own)
+  if not queued then
+    redis.call('HSET', lk, 'queued', '1')
+    if not exists then redis.call('PEXPIRE', lk, holders.idle) end
+  end
 end
 -- Release every lease in set that still names sid, handing each off.
 local function release_all(set, sid, lease_prefix, holders)
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
-    if redis.call('HGET', lk, 'session') == sid then
+    local h = redis.call('HMGET', lk, 'session', 'token', 'queued')
+    if h[1] == sid then
       free(lk, holders)
-      hand_off(lk, lk .. ':queue', name, holders)
+      hand_off(lk, lk .. ':queue', name, holders, h[2], h[3])
     end
   end
 end
 -- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it or it
--- is reserved for another live waiter; a refused sid joins the queue q.
+-- is reserved for another live waiter; a refused sid joins the queue q. Answers as the reply of the
+-- acquire script; a 'granted' or 'held' answer carries a 4th element 1 when it restored a lease
+-- hash deleted by hand from its holder record.
 local function acquire(lk, q, set, sid, name, own, holders)
-  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil')
-  local now = now_ms()
-  if h[1] ~= sid then
-    if h[1] then
-      local left = redis.call('PTTL', holder_key(holders, h[1]))
-      if left ~= -2 then
-        wait_in(q, sid, now, own)
-        return {'held', h[2] or '', left}
-      end
-      -- Takeover: the holder's session is gone, the lease is free.
-      free(lk, holders)
+  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil', 'queued')
+  local now, us = server_time()
+  if h[1] == sid then
+    hold(lk, set, name, sid, h[2], now, own, false)
+    return {'granted', h[2]}
+  end
+  -- A free hash that exists has an expiry (freed, or made by wait_in), which a grant removes.
+  local exists = h[2] or h[3] or h[5]
+  local stored = h[2]
+  if h[1] then
+    local left = redis.call('PTTL', holder_key(holders, h[1]))
+    if left ~= -2 then
+      wait_in(lk, q, sid, now, own, h[5], true, holders)
+      return {'held', h[2] or '', left}
     end
-    -- Free. Nothing is granted while a lock-delay runs: the requester waits in the queue.
-    local pause, fresh = lock_delay(holders, now)
+    -- Takeover: the holder's session is gone, the lease is free.
+    free(lk, holders)
+  elseif not stored then
+    -- No token: a new or idle-expired name, a hash deleted by hand, or a store that lost its state.
+    local m = redis.call('MGET', holders.marker, lk .. ':holder')
+    -- Nothing is granted while a lock-delay runs: the requester waits in the queue.
+    local pause, fresh = lock_delay(holders, now, m[1])
     if pause > 0 then
-      wait_in(q, sid, now, own)
+      wait_in(lk, q, sid, now, own, h[5], exists, holders)
       return {'delayed', pause, fresh and 1 or 0}
     end
-    -- Who may take it?
-    local head, untill = nil, 0
-    if h[3] and tonumber(h[4]) > now and alive(holders, h[3]) then
-      head, untill = h[3], tonumber(h[4])
-    else
-      -- No reservation, or one that ran out unused (that waiter stopped waiting: drop it).
-      if h[3] then
-        redis.call('ZREM', q, h[3])
-        redis.call('HDEL', lk, 'reserved', 'reservedUntil')
-      end
-      head = next_waiter(q, holders)
-      if head and head ~= sid then
-        reserve(lk, head, now)
-        untill = now + ${reservationMillis}
-      end
+    local rsid, rtok = recorded_holder(m[2])
+    if rsid == sid then
+      -- The hash was deleted by hand while sid held the lease: it still does, with its token.
+      hold(lk, set, name, sid, rtok, now, own, exists)
+      return {'granted', rtok, 1}
+    elseif rsid and alive(holders, rsid) then
+      -- The hash was deleted by hand while rsid holds the lease: it still does.
+      local key = holder_key(holders, rsid)
+      local left = redis.call('PTTL', key)
+      restore(lk, rsid, rtok, now + left)
+      redis.call('SADD', key .. ':leases', name)
+      extend(key .. ':leases', left)
+      bump(holders, key)
+      wait_in(lk, q, sid, now, own, h[5], true, holders)
+      return {'held', rtok, left, 1}
     end
-    if head and head ~= sid then
-      wait_in(q, sid, now, own)
-      return {'held', h[2] or '', math.max(untill - now, 1)}
-    end
-    next_token(lk)
-    if head then
-      redis.call('ZREM', q, sid)
+    -- The recorded holder is gone: free, and its token is the last one handed out.
+    stored = rtok
+  end
+  -- Who may take it?
+  local head, untill = nil, 0
+  if h[3] and tonumber(h[4]) > now and alive(holders, h[3]) then
+    head, untill = h[3], tonumber(h[4])
+  else
+    -- No reservation, or one that ran out unused (that waiter stopped waiting: drop it).
+    if h[3] then
+      redis.call('ZREM', q, h[3])
       redis.call('HDEL', lk, 'reserved', 'reservedUntil')
     end
-    changed(holders, holder_key(holders, sid))
+    if h[5] then head = next_waiter(lk, q, holders) end
+    if head and head ~= sid then
+      reserve(lk, head, now)
+      untill = now + ${reservationMillis}
+    end
   end
-  hold(lk, set, name, sid, now, own)
-  return {'granted', redis.call('HGET', lk, 'token')}
+  if head and head ~= sid then
+    wait_in(lk, q, sid, now, own, h[5], true, holders)
+    return {'held', stored or '', math.max(untill - now, 1)}
+  end
+  local token = next_token(stored, us)
+  if head then
+    redis.call('ZREM', q, sid)
+    if h[3] then redis.call('HDEL', lk, 'reserved', 'reservedUntil') end
+  end
+  hold(lk, set, name, sid, token, now, own, exists)
+  bump(holders, holder_key(holders, sid))
+  return {'granted', token}
 end
 `
 
@@ -417,8 +498,7 @@ else
   local st = redis.call('HMGET', holder, 'gen', 'closed')
   if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
   if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
-  extend(holder, tonumber(homeRemaining))
-  own = redis.call('PTTL', holder)
+  own = extend(holder, tonumber(homeRemaining))
 end
 return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
 `)
@@ -432,13 +512,13 @@ export const release = define("release", {
   args: ["sessionId", "token", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
 }, `
-local h = redis.call('HMGET', lease, 'session', 'token')
+local h = redis.call('HMGET', lease, 'session', 'token', 'queued')
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
 local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
 free(lease, holders)
 redis.call('SREM', holderLeases, name)
 changed(holders, holder)
-hand_off(lease, queue, name, holders)
+hand_off(lease, queue, name, holders, h[2], h[3])
 return 1
 `)
 
@@ -452,10 +532,10 @@ export const withdraw = define("withdraw", {
   reply: Replies.Count
 }, `
 local removed = redis.call('ZREM', queue, sessionId)
-local h = redis.call('HMGET', lease, 'session', 'reserved')
+local h = redis.call('HMGET', lease, 'session', 'reserved', 'token', 'queued')
 if h[2] == sessionId then
   redis.call('HDEL', lease, 'reserved', 'reservedUntil')
-  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs)) end
+  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs), h[3], h[4]) end
 end
 return removed
 `)

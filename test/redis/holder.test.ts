@@ -1,0 +1,78 @@
+/**
+ * A lease hash deleted by hand (`DEL simba:lease:{name}`) while its holder still holds the lease: the
+ * holder record (`simba:lease:{name}:holder`, `sid:token`, in the lease's slot, written on grant and
+ * removed on free) makes the next acquire restore the hash for the holder and answer `HeldBy`, so
+ * nobody else is granted the lease while the holder may still believe it holds it. When the holder's
+ * session is gone the lease is free, with a token above the recorded one.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { AcquireReply } from "../../src/LeaseBackend.js"
+import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import { modes, rawClient, uniqueName } from "./RedisServers.js"
+
+const ttl = Duration.seconds(10)
+const k = RedisBackend.keys()
+
+const granted = (reply: AcquireReply): bigint => {
+  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
+  return reply.token
+}
+
+for (const mode of modes) {
+  describe(`Redis holder record, ${mode.label}`, () => {
+    it.scopedLive("a lease hash deleted by hand is restored for its live holder: another session is refused", () =>
+      Effect.gen(function*() {
+        const b = yield* RedisBackend.make(mode.options)
+        const raw = yield* rawClient(mode.cluster)
+        const name = uniqueName("deleted")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const other = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        expect(yield* Effect.promise(() => raw.get(k.leaseHolder(name)))).toBe(`${holder}:${token}`)
+
+        yield* Effect.promise(() => raw.del(k.lease(name)))
+        const refused = yield* b.acquire(other, name)
+        expect(refused._tag).toBe("HeldBy")
+        if (refused._tag === "HeldBy") expect(refused.token).toBe(token)
+        expect(yield* Effect.promise(() => raw.hmget(k.lease(name), "session", "token"))).toEqual([holder, token.toString()])
+        expect(yield* Effect.promise(() => raw.pttl(k.lease(name)))).toBe(-1)
+
+        // Deleted again: the holder's own acquire gets it back with the same token.
+        yield* Effect.promise(() => raw.del(k.lease(name)))
+        expect(granted(yield* b.acquire(holder, name))).toBe(token)
+
+        // Deleted again: a renewal that lists the leases restores it too.
+        yield* Effect.promise(() => raw.del(k.lease(name)))
+        const renewed = yield* b.keepAlive(holder, ttl)
+        if (renewed._tag !== "Live") return expect.fail(`expected Live, got ${renewed._tag}`)
+        expect(renewed.leases).toContainEqual({ name, token })
+        expect(yield* Effect.promise(() => raw.hget(k.lease(name), "session"))).toBe(holder)
+
+        // The holder releases with its token: the record goes, and the other session gets a larger token.
+        yield* b.release(holder, name, token)
+        expect(yield* Effect.promise(() => raw.exists(k.leaseHolder(name)))).toBe(0)
+        expect(granted(yield* b.acquire(other, name))).toBeGreaterThan(token)
+        yield* b.closeSession(holder)
+        yield* b.closeSession(other)
+      }))
+
+    it.scopedLive("a lease hash deleted by hand whose holder's session is gone is free, with a larger token", () =>
+      Effect.gen(function*() {
+        const b = yield* RedisBackend.make(mode.options)
+        const raw = yield* rawClient(mode.cluster)
+        const name = uniqueName("deleted-gone")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const other = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        yield* Effect.promise(() => raw.del(k.lease(name)))
+        // The holder's session ends without releasing (as if it expired): its close finds no hash naming it.
+        yield* b.closeSession(holder)
+        const next = granted(yield* b.acquire(other, name))
+        expect(next).toBeGreaterThan(token)
+        expect(yield* Effect.promise(() => raw.get(k.leaseHolder(name)))).toBe(`${other}:${next}`)
+        yield* b.closeSession(other)
+      }))
+  })
+}
