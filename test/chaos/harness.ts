@@ -29,6 +29,8 @@ export type Fault =
   | "restart, no persistence"
   | "FLUSHALL"
   | "lease hash deleted"
+  | "allkeys-lru"
+  | "volatile-lru"
 
 export const leaseDuration = 2000
 export const renewInterval = Math.round(leaseDuration / 3)
@@ -48,8 +50,23 @@ export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
   if (backend === "cluster") return processFaults
   const pathFaults: Array<Fault> = [...processFaults, "blackhole leader", "connection kill"]
   if (backend !== "redis") return pathFaults
-  return [...pathFaults, "SIGSTOP server", "restart, persistence", "restart, no persistence", "FLUSHALL", "lease hash deleted"]
+  return [
+    ...pathFaults,
+    "SIGSTOP server",
+    "restart, persistence",
+    "restart, no persistence",
+    "FLUSHALL",
+    "lease hash deleted",
+    ...evictionFaults
+  ]
 }
+
+/**
+ * A server that may evict keys (issue 12: sessions, lease hashes and queues evicted under memory
+ * pressure): not a fault injected into a running election but a server the processes start on,
+ * which they must refuse (`EvictionPolicyError`), so nobody leads there.
+ */
+const evictionFaults: ReadonlyArray<Fault> = ["allkeys-lru", "volatile-lru"]
 
 export interface Row {
   readonly backend: Backend
@@ -67,6 +84,8 @@ export interface Row {
   readonly tokenRegressions: number
   /** Rounds where no leader came back within the bound. */
   readonly late: number
+  /** What else the round showed (the eviction faults: how many processes refused to start, and why). */
+  readonly notes: string
 }
 
 interface Write {
@@ -90,9 +109,10 @@ const num = (line: Line, field: string) => Number(line.json?.[field])
 
 export const run = async (
   backend: Backend,
-  plan: ReadonlyArray<{ readonly fault: Fault; readonly rounds: number }>,
+  wanted: ReadonlyArray<{ readonly fault: Fault; readonly rounds: number }>,
   log: (text: string) => void = () => {}
 ): Promise<ReadonlyArray<Row>> => {
+  let plan = wanted
   const suffix = randomBytes(5).toString("hex")
   const children = processes()
   const { lines } = children
@@ -110,6 +130,41 @@ export const run = async (
       servers.push(fence)
       fenceEnv = { CHAOS_FENCE: "redis", CHAOS_FENCE_REDIS_URL: `redis://127.0.0.1:${fence.port}` }
     }
+    // Servers that may evict: every process must refuse to start, and none leads.
+    const evictionRows: Array<Row> = []
+    for (const { fault, rounds: count } of plan.filter((p) => evictionFaults.includes(p.fault))) {
+      for (let round = 0; round < count; round++) {
+        const evicting = await startPrivateRedis(["--maxmemory", "64mb", "--maxmemory-policy", fault])
+        servers.push(evicting)
+        const env = {
+          ...fenceEnv,
+          CHAOS_NAME: `chaos-${suffix}`,
+          CHAOS_FENCE_KEY: `simba-chaos:${backend}:${suffix}`,
+          SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
+          SIMBA_REDIS_URL: `redis://127.0.0.1:${evicting.port}`,
+          SIMBA_REDIS_KEY_PREFIX: "simba-chaos"
+        }
+        const pids = new Set<number>()
+        for (let i = 0; i < 3; i++) pids.add(children.spawnScript("test/chaos/leader.ts", { args: [backend], env }).pid!)
+        const mine = () => lines.filter((l) => pids.has(l.pid))
+        await children.waitFor(`three processes on a ${fault} server exit`, () =>
+          !children.alive().some((c) => pids.has(c.pid!)), 60_000)
+        const refusals = mine().filter((l) => l.json?.ev === "fatal" && String(l.json.message).includes("EvictionPolicyError"))
+        // Any term on such a server is a failure (its keys may go): counted as overlaps, which must be 0.
+        const leaders = mine().filter((l) => l.json?.ev === "start").length
+        const writes = mine().filter((l) => l.json?.ev === "w")
+        evictionRows.push({
+          backend, fault, rounds: 1, failover: -Infinity, workStopped: 0, gap: Infinity, overlaps: leaders,
+          staleAccepted: 0, refused: writes.filter((w) => w.json?.r === "refused").length, tokenRegressions: 0,
+          late: 0,
+          notes: `${refusals.length}/3 processes refused to start (EvictionPolicyError), ${leaders} leaders, ${writes.length} writes`
+        })
+        log(`${backend}: ${fault} round ${round + 1} done`)
+      }
+    }
+    plan = plan.filter((p) => !evictionFaults.includes(p.fault))
+    if (plan.length === 0) return evictionRows
+
     let target = 0
     if (backend === "redis") {
       server = await startPrivateRedis()
@@ -245,7 +300,7 @@ export const run = async (
     }
     await sleep(500)
     await children.stopAll()
-    return analyse(backend, lines, rounds)
+    return [...analyse(backend, lines, rounds), ...evictionRows]
   } finally {
     await children.stopAll()
     for (const proxy of proxies) await proxy.close()
@@ -352,17 +407,17 @@ const analyse = (
     }
     rows.push({
       backend, fault, rounds: mine.length, failover, workStopped, gap, overlaps, staleAccepted: stale, refused,
-      tokenRegressions: regressions, late
+      tokenRegressions: regressions, late, notes: ""
     })
   }
   return rows
 }
 
 export const table = (rows: ReadonlyArray<Row>): string => {
-  const header = "| backend | fault | rounds | failover (worst) | work stopped after (worst) | least gap to next leader's work | overlaps | stale writes accepted | writes refused | token regressions | late |"
-  const rule = "|---|---|---|---|---|---|---|---|---|---|---|"
+  const header = "| backend | fault | rounds | failover (worst) | work stopped after (worst) | least gap to next leader's work | overlaps | stale writes accepted | writes refused | token regressions | late | notes |"
+  const rule = "|---|---|---|---|---|---|---|---|---|---|---|---|"
   const ms = (n: number) => Number.isFinite(n) ? `${Math.round(n)} ms` : "-"
   return [header, rule, ...rows.map((r) =>
-    `| ${r.backend} | ${r.fault} | ${r.rounds} | ${ms(r.failover)} | ${ms(r.workStopped)} | ${ms(r.gap)} | ${r.overlaps} | ${r.staleAccepted} | ${r.refused} | ${r.tokenRegressions} | ${r.late} |`
+    `| ${r.backend} | ${r.fault} | ${r.rounds} | ${ms(r.failover)} | ${ms(r.workStopped)} | ${ms(r.gap)} | ${r.overlaps} | ${r.staleAccepted} | ${r.refused} | ${r.tokenRegressions} | ${r.late} | ${r.notes} |`
   )].join("\n")
 }
