@@ -10,7 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { AcquireReply } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
-import { modes, rawClient, uniqueName } from "./RedisServers.js"
+import { type Mode, modes, rawClient, uniqueName } from "./RedisServers.js"
 
 const ttl = Duration.seconds(10)
 const k = RedisBackend.keys()
@@ -20,16 +20,23 @@ const granted = (reply: AcquireReply): bigint => {
   return reply.token
 }
 
+/** A backend and a raw client in `mode`, two sessions, and a new lease the first holds. */
+const heldByOne = (mode: Mode, label: string) =>
+  Effect.gen(function*() {
+    const b = yield* RedisBackend.make(mode.options)
+    const raw = yield* rawClient(mode.cluster)
+    const name = uniqueName(label)
+    const holder = (yield* b.openSession(ttl)).sessionId
+    const other = (yield* b.openSession(ttl)).sessionId
+    const token = granted(yield* b.acquire(holder, name))
+    return { b, raw, name, holder, other, token }
+  })
+
 for (const mode of modes) {
   describe(`Redis holder record, ${mode.label}`, () => {
     it.scopedLive("a lease hash deleted by hand is restored for its live holder: another session is refused", () =>
       Effect.gen(function*() {
-        const b = yield* RedisBackend.make(mode.options)
-        const raw = yield* rawClient(mode.cluster)
-        const name = uniqueName("deleted")
-        const holder = (yield* b.openSession(ttl)).sessionId
-        const other = (yield* b.openSession(ttl)).sessionId
-        const token = granted(yield* b.acquire(holder, name))
+        const { b, raw, name, holder, other, token } = yield* heldByOne(mode, "deleted")
         expect(yield* Effect.promise(() => raw.get(k.leaseHolder(name)))).toBe(`${holder}:${token}`)
 
         yield* Effect.promise(() => raw.del(k.lease(name)))
@@ -60,12 +67,7 @@ for (const mode of modes) {
 
     it.scopedLive("a lease hash deleted by hand whose holder's session is gone is free, with a larger token", () =>
       Effect.gen(function*() {
-        const b = yield* RedisBackend.make(mode.options)
-        const raw = yield* rawClient(mode.cluster)
-        const name = uniqueName("deleted-gone")
-        const holder = (yield* b.openSession(ttl)).sessionId
-        const other = (yield* b.openSession(ttl)).sessionId
-        const token = granted(yield* b.acquire(holder, name))
+        const { b, raw, name, holder, other, token } = yield* heldByOne(mode, "deleted-gone")
         yield* Effect.promise(() => raw.del(k.lease(name)))
         // The holder's session ends without releasing (as if it expired): its close finds no hash naming it.
         yield* b.closeSession(holder)

@@ -267,6 +267,13 @@ const start = (
     })
   })
 
+/** What `make` and `makeWithClient` build: the backend in a scope, or why it could not start. */
+type Made = Effect.Effect<
+  LeaseBackend.LeaseBackendService,
+  LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError,
+  Scope.Scope
+>
+
 /**
  * A `LeaseBackendService` on Redis, with its command and subscriber connections in the scope. Fails
  * with `SimbaConfigError` when an option is invalid, with `EvictionPolicyError` when a server's
@@ -275,11 +282,7 @@ const start = (
  */
 export const make = (
   options: RedisOptions
-): Effect.Effect<
-  LeaseBackend.LeaseBackendService,
-  LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError,
-  Scope.Scope
-> =>
+): Made =>
   Effect.gen(function*() {
     const settings = yield* resolve(options)
     const driver = yield* Connection.loadIORedis
@@ -307,11 +310,7 @@ export const make = (
 export const makeWithClient = (
   client: Connection.Client,
   options: RedisClientOptions = {}
-): Effect.Effect<
-  LeaseBackend.LeaseBackendService,
-  LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError,
-  Scope.Scope
-> =>
+): Made =>
   Effect.gen(function*() {
     const cluster = Connection.isCluster(client)
     const settings = yield* resolveBackend(options, cluster)

@@ -87,6 +87,23 @@ export const make = (
   /** The boot marker a lease's scripts check: the store's (mode `node`) or its slot's (mode `cluster`). */
   const markerOf = (name: string) => mode === "node" ? k.boot : k.bootIn(tagOf(k.lease(name)))
   const home = (sessionId: string) => ({ home: k.session(sessionId), homeGroups: k.sessionGroups(sessionId) })
+  /** The keys of a lease's scripts (`acquire`, `release`): the lease's, and where they find the session. */
+  const leaseKeys = (name: string, holder: Holder) => ({
+    lease: k.lease(name),
+    queue: k.leaseQueue(name),
+    holder: holder.key,
+    holderLeases: holder.leases,
+    marker: markerOf(name)
+  })
+  /** The arguments the scripts of a lease share. */
+  const leaseArgs = (sessionId: string, name: string, holder: Holder) => ({
+    sessionId,
+    name,
+    mode,
+    holderPrefix: holder.prefix,
+    idleMs: rules.idleMs,
+    delayMs: rules.delayMs
+  })
 
   /**
    * Cluster: registers the lease's slot in the home (its time left and the registration's number, for
@@ -250,24 +267,7 @@ export const make = (
           if (registered === undefined) return AcquireReply.Expired()
           const reply = yield* run(
             "acquire",
-            Scripts.acquire(
-              {
-                lease: k.lease(name),
-                queue: k.leaseQueue(name),
-                holder: holder.key,
-                holderLeases: holder.leases,
-                marker: markerOf(name)
-              },
-              {
-                sessionId,
-                name,
-                mode,
-                holderPrefix: holder.prefix,
-                ...registered,
-                idleMs: rules.idleMs,
-                delayMs: rules.delayMs
-              }
-            )
+            Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
           )
           if (reply[0] === "delayed" && reply[2] === 1) {
             // The store lost its state: say so loudly, and start the same delay in every slot at once.
@@ -294,24 +294,7 @@ export const make = (
         const holder = holderOf(sessionId, name)
         yield* run(
           "release",
-          Scripts.release(
-            {
-              lease: k.lease(name),
-              queue: k.leaseQueue(name),
-              holder: holder.key,
-              holderLeases: holder.leases,
-              marker: markerOf(name)
-            },
-            {
-              sessionId,
-              token: token.toString(),
-              name,
-              mode,
-              holderPrefix: holder.prefix,
-              idleMs: rules.idleMs,
-              delayMs: rules.delayMs
-            }
-          )
+          Scripts.release(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
         )
       }),
 
@@ -320,14 +303,7 @@ export const make = (
         "withdraw",
         Scripts.withdraw(
           { lease: k.lease(name), queue: k.leaseQueue(name), marker: markerOf(name) },
-          {
-            sessionId,
-            name,
-            mode,
-            holderPrefix: holderOf(sessionId, name).prefix,
-            idleMs: rules.idleMs,
-            delayMs: rules.delayMs
-          }
+          leaseArgs(sessionId, name, holderOf(sessionId, name))
         )
       ).pipe(Effect.asVoid),
 
