@@ -238,6 +238,8 @@ export interface SimbaUncontendedResult extends UncontendedResult {
   readonly sameName: ReadonlyArray<number>
   /** Server commands of one keepAlive of a session holding nothing (least of 5 batches of 10). */
   readonly commandsPerKeepAlive: number
+  /** Client round trips per acquire + release (the client's own count, session renewals left out). */
+  readonly roundTripsPerPair: number
 }
 
 const RUNS = 2000
@@ -331,13 +333,25 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
     const { client } = await inScope(scope, simbaClient(ctx, `${ctx.prefix}-simba-u`))
     const pair = (name: string) => client.withLock(name, Effect.void)
     await Effect.runPromise(timed("u-warm", 100, pair))
+    const trips = roundTrips(`${ctx.prefix}-simba-u`)
     const [samples, cpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("u", RUNS, pair)))
+    const tripsDuring = roundTripsSince(`${ctx.prefix}-simba-u`, trips)
+    const roundTripsPerPair = (tripsDuring.total - tripsDuring.session) / RUNS
     const commandsPerPair = await calibrate(ctx, 50, async (batch, round) => {
       await Effect.runPromise(timed(`cal-${round}`, batch, pair))
       // withLock returns once the engine sent the release; let the last one land before INFO.
       await sleep(20)
     })
-    return { samples, cpuPerPair, backendOnly, backendOnlyCpuPerPair, sameName, commandsPerPair, commandsPerKeepAlive }
+    return {
+      samples,
+      cpuPerPair,
+      backendOnly,
+      backendOnlyCpuPerPair,
+      sameName,
+      commandsPerPair,
+      commandsPerKeepAlive,
+      roundTripsPerPair
+    }
   } finally {
     await closeScope(scope)
   }

@@ -15,6 +15,9 @@
  * - engine: `Engine.step` events per second; heap per idle election; heap kept per `withLock` (a leak check).
  *
  * Keys and connection names start with `bench-<random>`; the keys are deleted at the end.
+ *
+ * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
+ * costs the contended section needs, + contended): prints those rows and stops, writing no results file.
  */
 import { writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
@@ -74,6 +77,10 @@ const printTable = () => {
   console.log(widths.map((w) => "-".repeat(w)).join("  "))
   for (const b of body) console.log(line(b))
 }
+
+const onlyAt = process.argv.indexOf("--only")
+const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
+if (only !== undefined && only !== "uncontended" && only !== "contended") throw new Error("--only uncontended | contended")
 
 const main = async () => {
   installRoundTripCounter()
@@ -169,6 +176,12 @@ const main = async () => {
       redlock: uRedlock.commandsPerPair,
       redisSemaphore: uMutex.commandsPerPair
     })
+    row("uncontended", "Simba round trips per acquire + release (client count, renewals left out)", "round trips", {
+      simba: uSimba.roundTripsPerPair,
+      floor: 2
+    })
+
+    if (only === "uncontended") return printTable()
 
     // ---- contended ----
     log("contended: simba (11 s)")
@@ -211,6 +224,8 @@ const main = async () => {
           `redlock ${t} ${perContender(contended[t].redlock)}, redis-semaphore ${t} ${perContender(contended[t].redisSemaphore)}`
         ).join("; ")
     )
+
+    if (only === "contended") return printTable()
 
     // ---- renew ----
     log("renew: simba (~12 s)")

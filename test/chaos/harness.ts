@@ -12,7 +12,7 @@
  *   leaseDuration for the server to expire the lost session, + renewInterval for a candidate's next
  *   try, + 1 s of slack for a loaded 2-core machine).
  */
-import { Redis } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { type Line, monotonicMs, processes, sleep } from "../support/processes.js"
 import { type Proxy, startProxy } from "../support/proxy.js"
@@ -47,7 +47,8 @@ const stateFaults: ReadonlyArray<Fault> = ["restart, no persistence", "FLUSHALL"
 /** The faults each backend can take here (server faults only on servers of our own). */
 export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
   const processFaults: Array<Fault> = ["kill -9 leader", "SIGSTOP leader"]
-  if (backend === "cluster") return processFaults
+  // The shared cluster: faults on our own keys only.
+  if (backend === "cluster") return [...processFaults, "lease hash deleted"]
   const pathFaults: Array<Fault> = [...processFaults, "blackhole leader", "connection kill"]
   if (backend !== "redis") return pathFaults
   return [
@@ -132,6 +133,8 @@ export const run = async (
     }
     // Servers that may evict: every process must refuse to start, and none leads.
     const evictionRows: Array<Row> = []
+    /** The processes that were to refuse to start (their `fatal` is expected). */
+    const refusing = new Set<number>()
     for (const { fault, rounds: count } of plan.filter((p) => evictionFaults.includes(p.fault))) {
       for (let round = 0; round < count; round++) {
         const evicting = await startPrivateRedis(["--maxmemory", "64mb", "--maxmemory-policy", fault])
@@ -146,6 +149,7 @@ export const run = async (
         }
         const pids = new Set<number>()
         for (let i = 0; i < 3; i++) pids.add(children.spawnScript("test/chaos/leader.ts", { args: [backend], env }).pid!)
+        for (const pid of pids) refusing.add(pid)
         const mine = () => lines.filter((l) => pids.has(l.pid))
         await children.waitFor(`three processes on a ${fault} server exit`, () =>
           !children.alive().some((c) => pids.has(c.pid!)), 60_000)
@@ -210,7 +214,7 @@ export const run = async (
     }
 
     const events = (ev: string) => lines.filter((l) => l.json?.ev === ev)
-    const fatal = () => events("fatal")
+    const fatal = () => events("fatal").filter((l) => !refusing.has(l.pid))
     for (let i = 0; i < 3; i++) await spawnOne()
     await children.waitFor("three chaos processes ready", () => {
       if (fatal().length > 0) throw new Error(`a chaos process failed: ${fatal()[0]!.text}`)
@@ -284,7 +288,8 @@ export const run = async (
             await withRedis(server!.port, (r) => r.flushall())
             break
           case "lease hash deleted":
-            await withRedis(server!.port, (r) => r.del(`simba-chaos:lease:{chaos-${suffix}}`))
+            if (backend === "cluster") await withCluster((c) => c.del(`simba-chaos-${suffix}:lease:{chaos-${suffix}}`))
+            else await withRedis(server!.port, (r) => r.del(`simba-chaos:lease:{chaos-${suffix}}`))
             break
         }
         // A leader writing again (a new term, or the same one when it kept its lease), within the bound.
@@ -314,6 +319,15 @@ const withRedis = async <A>(port: number, f: (redis: Redis) => Promise<A>): Prom
     return await f(redis)
   } finally {
     redis.disconnect()
+  }
+}
+
+const withCluster = async <A>(f: (cluster: Cluster) => Promise<A>): Promise<A> => {
+  const cluster = new Cluster([7000, 7001, 7002].map((port) => ({ host: "127.0.0.1", port })), { redisOptions: { maxRetriesPerRequest: 1 } })
+  try {
+    return await f(cluster)
+  } finally {
+    cluster.disconnect()
   }
 }
 

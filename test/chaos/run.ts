@@ -11,7 +11,8 @@ const roundsAt = args.indexOf("--rounds")
 const rounds = roundsAt === -1 ? 3 : Number(args[roundsAt + 1])
 const faultsAt = args.indexOf("--faults")
 const only = faultsAt === -1 ? undefined : new Set(args[faultsAt + 1]!.split(";").map((f) => f.trim()))
-const chosen = args.filter((a, i) => !a.startsWith("--") && i !== roundsAt + 1 && i !== faultsAt + 1) as Array<Backend>
+const values = new Set([roundsAt, faultsAt].filter((at) => at !== -1).map((at) => at + 1))
+const chosen = args.filter((a, i) => !a.startsWith("--") && !values.has(i)) as Array<Backend>
 const backends: ReadonlyArray<Backend> = chosen.length > 0 ? chosen : ["redis", "cluster", "pg", "mysql", "zookeeper"]
 
 let failed = false
