@@ -43,7 +43,14 @@
  *   the last renewal that listed the lease (an unchanged renewal reads no lease hash): information
  *   for operators, decisions look at the session key. While the lease
  *   is free and reserved for a waiter (below) it also carries `reserved` (that session's id) and
- *   `reservedUntil` (server epoch ms).
+ *   `reservedUntil` (server epoch ms); while its queue may hold waiters, `queued` (so a lease nobody
+ *   waits for is acquired and released without reading its queue).
+ * - `simba:lease:{name}:holder`: the holder record, `sid:token`, written by every grant and deleted
+ *   by every free (same hash slot as the lease). A lease hash deleted by hand while held is not a
+ *   free lease: an acquire that finds no hash (no token) reads the record with the boot marker (one
+ *   `MGET`) and, when it names a live session, writes the hash back for it and answers `HeldBy` (the
+ *   client logs at Error); a renewal that lists the holder's leases restores it too. A record whose
+ *   session is gone leaves the lease free, its token the floor of the next one.
  * - `simba:lease:{name}:queue`: the lease's waiter queue, a sorted set of session ids scored by the
  *   server time they were first refused (same hash slot as the lease); its `PX` is extended to the
  *   ttl of each waiter that asks, so it vanishes once nobody has asked for a session's lifetime.
