@@ -276,30 +276,36 @@ local function hold(lk, set, name, sid, token, now, own, expiring)
   redis.call('SADD', set, name)
   redis.call('PEXPIRE', set, own)
 end
--- Mode 'node': grant the free lease lk (name, last token stored) to the live waiter head, as its
--- acquire would, and tell it ('granted:<sid>:<token>'), so it holds the lease without another round trip.
-local function grant_to(lk, q, name, head, holders, stored)
+-- Mode 'node': grant the lease lk (name, last token stored) to the live waiter head, as its
+-- acquire would, and tell it ('granted:<sid>:<token>'), so it holds the lease without another round
+-- trip. expiring: as in hold.
+local function grant_to(lk, q, name, head, holders, stored, expiring)
   local home = holder_key(holders, head)
   local now, us = server_time()
   local token = next_token(stored, us)
-  hold(lk, home .. ':leases', name, head, token, now, redis.call('PTTL', home), true)
+  hold(lk, home .. ':leases', name, head, token, now, redis.call('PTTL', home), expiring)
   bump(holders, home)
   redis.call('ZREM', q, head)
   redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
 end
--- lk (last token stored; queued: it carries 'queued') was held or reserved and just became free: in
--- mode 'node' grant it to the first live waiter; in mode 'cluster' (the waiter's registration lives
--- in another slot, see "Redis Cluster") reserve it for that waiter; publish a plain 'released' when
--- nobody waits. No lock-delay check: lk has a token, so this store kept its state (see lock_delay).
-local function hand_off(lk, q, name, holders, stored, queued)
+-- lk (last token stored; queued: it carries 'queued') becomes free: its holder gives it up (held:
+-- the hash still names it) or its reservation was withdrawn. In mode 'node' it goes straight to the
+-- first live waiter (a held hash is overwritten by the new holder, never freed in between); in mode
+-- 'cluster' (the waiter's registration lives in another slot, see "Redis Cluster") it is freed and
+-- reserved for that waiter; freed with a plain 'released' when nobody waits. No lock-delay check:
+-- lk has a token, so this store kept its state (see lock_delay).
+local function hand_off(lk, q, name, holders, stored, queued, held)
   local head = nil
   if queued then head = next_waiter(lk, q, holders) end
-  if not head then
-    redis.call('PUBLISH', lk, 'released')
-  elseif holders.mode == 'node' then
-    grant_to(lk, q, name, head, holders, stored)
-  else
+  if head and holders.mode == 'node' then
+    grant_to(lk, q, name, head, holders, stored, not held)
+    return
+  end
+  if held then free(lk, holders) end
+  if head then
     reserve(lk, head, now_ms())
+  else
+    redis.call('PUBLISH', lk, 'released')
   end
 end
 -- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
@@ -319,10 +325,7 @@ local function release_all(set, sid, lease_prefix, holders)
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
     local h = redis.call('HMGET', lk, 'session', 'token', 'queued')
-    if h[1] == sid then
-      free(lk, holders)
-      hand_off(lk, lk .. ':queue', name, holders, h[2], h[3])
-    end
+    if h[1] == sid then hand_off(lk, lk .. ':queue', name, holders, h[2], h[3], true) end
   end
 end
 -- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it or it
@@ -515,10 +518,9 @@ export const release = define("release", {
 local h = redis.call('HMGET', lease, 'session', 'token', 'queued')
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
 local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
-free(lease, holders)
 redis.call('SREM', holderLeases, name)
 changed(holders, holder)
-hand_off(lease, queue, name, holders, h[2], h[3])
+hand_off(lease, queue, name, holders, h[2], h[3], true)
 return 1
 `)
 
@@ -535,7 +537,7 @@ local removed = redis.call('ZREM', queue, sessionId)
 local h = redis.call('HMGET', lease, 'session', 'reserved', 'token', 'queued')
 if h[2] == sessionId then
   redis.call('HDEL', lease, 'reserved', 'reservedUntil')
-  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs), h[3], h[4]) end
+  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs), h[3], h[4], false) end
 end
 return removed
 `)
