@@ -1,3 +1,3 @@
 import { shortRun } from "./short.js"
 
-shortRun("redis", ["SIGSTOP server"])
+shortRun("redis", ["SIGSTOP server", "lease hash deleted"])
