@@ -626,7 +626,8 @@ local own = redis.call('PTTL', home)
 if own == -2 then return {'expired'} end
 local seq = redis.call('INCR', home)
 redis.call('HSET', homeSlots, tag, seq)
-extend(homeSlots, own)
+-- The slots expire with the home (its renewals extend both).
+redis.call('PEXPIRE', homeSlots, own)
 return {'ok', own, seq}
 `)
 
