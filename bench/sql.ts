@@ -36,6 +36,7 @@ import * as Scope from "effect/Scope"
 import { writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { BackendError, LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
+import * as Migrations from "../src/layers/sql/migrations.js"
 import * as MysqlBackend from "../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../src/layers/sql/PgBackend.js"
 import * as Simba from "../src/Simba.js"
@@ -302,7 +303,7 @@ const rowsTouched = (db: Db, sql: SqlClientService, sessionId: string, version: 
     const conn = yield* sql.reserve
     if (db === "postgres") {
       yield* conn.executeRaw("BEGIN", [])
-      yield* conn.executeRaw(`SELECT ${prefix}v2_keep_alive($1, 60000, $2)`, [sessionId, version])
+      yield* conn.executeRaw(`SELECT ${Migrations.routine(prefix, Migrations.postgresVersion, "keep_alive")}($1, 60000, $2)`, [sessionId, version])
       const rows = yield* conn.executeValues(
         `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) + n_tup_upd + n_tup_ins + n_tup_del), 0)
          FROM pg_stat_xact_user_tables WHERE relname LIKE $1`,
@@ -317,7 +318,7 @@ const rowsTouched = (db: Db, sql: SqlClientService, sessionId: string, version: 
         (rows) => (rows as ReadonlyArray<ReadonlyArray<unknown>>).reduce((sum, row) => sum + Number(row[1]), 0)
       )
     const before = yield* handlers()
-    yield* conn.executeRaw(`CALL ${prefix}v1_keep_alive(?, 60000, ?)`, [sessionId, version])
+    yield* conn.executeRaw(`CALL ${Migrations.routine(prefix, Migrations.mysqlVersion, "keep_alive")}(?, 60000, ?)`, [sessionId, version])
     const after = yield* handlers()
     // SHOW STATUS itself reads its rows through handlers: measure it alone and subtract.
     const again = yield* handlers()

@@ -18,6 +18,7 @@ import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { randomBytes } from "node:crypto"
 import { type AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as MysqlBackend from "../../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { mysqlUrl, pgUrl } from "./SqlServers.js"
@@ -62,9 +63,11 @@ const dialects = [
     dropAll: (prefix: string) =>
       Effect.gen(function*() {
         const sql = yield* SqlClient
-        for (const operation of ["open", "keep_alive", "close", "acquire", "release", "join", "leave", "members"]) {
-          yield* sql.unsafe(`DROP PROCEDURE IF EXISTS ${prefix}v1_${operation}`).unprepared
-        }
+        const procedures = yield* sql.unsafe<{ name: string }>(
+          "SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
+          [`${prefix}v%`]
+        )
+        for (const { name } of procedures) yield* sql.unsafe(`DROP PROCEDURE IF EXISTS ${name}`).unprepared
         yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`).unprepared
       })
   }
@@ -213,7 +216,7 @@ describe("SQL backend (postgres): timeouts", () => {
         // No cancelled call is still waiting on the server (the cancel signal is handled asynchronously:
         // allow it up to 2 s).
         const waiting = sql.unsafe<{ n: string }>(
-          "SELECT count(*)::text AS n FROM pg_stat_activity WHERE query LIKE '%simba_t_pgx_v2_keep_alive%' AND state = 'active' AND pid <> pg_backend_pid()"
+          `SELECT count(*)::text AS n FROM pg_stat_activity WHERE query LIKE '%simba_t_pgx_v${Migrations.postgresVersion}_keep_alive%' AND state = 'active' AND pid <> pg_backend_pid()`
         ).pipe(Effect.map((rows) => rows[0]?.n))
         let left = yield* waiting
         for (let i = 0; i < 40 && left !== "0"; i++) {
