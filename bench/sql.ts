@@ -4,13 +4,17 @@
  * mysql://root@127.0.0.1:3306/test), run by `npm run bench` after the Redis sections, or alone:
  * `npx tsx bench/sql.ts`. Prints a table and writes
  * `bench/results-sql.json`: `{ bench, metric, unit, postgres, mysql, peerPostgres, peerMysql }`.
+ * `npx tsx bench/sql.ts --only uncontended,handover` runs those sections only (floor, uncontended,
+ * handover, renew, failover) and writes no file; the sections left out print `—`.
  *
  * Per database, in one process, tables under the prefix `simba_bench_`:
  * - floor: `SELECT 1` through the same `@effect/sql` client, median of 1,000;
  * - uncontended: `withLock` on a fresh name (Simba client, lease 3 s), median of 500 after 100
- *   warm-up; the backend alone (acquire + release); beside it the raw advisory-lock pair on one
- *   reserved connection (PostgreSQL `pg_advisory_lock` + `pg_advisory_unlock`, which is what the
- *   `advisory-lock` package sends; MySQL `GET_LOCK` + `RELEASE_LOCK`);
+ *   warm-up; the backend alone (acquire + release): latency, process CPU time and round trips;
+ *   beside it the raw advisory-lock pair on one reserved connection (PostgreSQL `pg_advisory_lock` +
+ *   `pg_advisory_unlock`, which is what the `advisory-lock` package sends; MySQL `GET_LOCK` +
+ *   `RELEASE_LOCK`), and the durable floor of any acquire + release that survives a crash: two
+ *   one-row `UPDATE` commits on the same reserved connection (each waits for its log flush);
  * - handover: a holder (its own backend: pool and LISTEN connection) releases while a waiter (another
  *   backend) waits 10–40 ms; release → waiter holds, 30 runs; the waiter's queries per handover and
  *   per second of a 2 s wait, counted on its `SqlClient` (acquires, renewals, MySQL polls);
@@ -47,6 +51,18 @@ const pgUrl = process.env["BENCH_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432
 const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root@127.0.0.1:3306/test"
 const prefix = "simba_bench_"
 const settings = { leaseDuration: "3 seconds" } as const
+
+const sections = ["floor", "uncontended", "handover", "renew", "failover"] as const
+type Section = (typeof sections)[number]
+/** The sections `--only a,b` asks for (all without it). */
+const chosen = (argv: ReadonlyArray<string>): ReadonlySet<Section> => {
+  const at = argv.indexOf("--only")
+  if (at < 0) return new Set(sections)
+  const names = (argv[at + 1] ?? "").split(",")
+  const unknown = names.filter((name) => !(sections as ReadonlyArray<string>).includes(name))
+  if (unknown.length > 0) throw new Error(`unknown section(s) ${unknown.join(", ")}; known: ${sections.join(", ")}`)
+  return new Set(names as ReadonlyArray<Section>)
+}
 
 type Db = "postgres" | "mysql"
 
@@ -116,7 +132,10 @@ interface DbResult {
   readonly uncontended: number
   readonly uncontendedP99: number
   readonly backendOnly: number
+  readonly backendOnlyCpu: number
+  readonly backendOnlyRoundTrips: number
   readonly peerPair: number
+  readonly commitFloor: number
   readonly handoverMedian: number
   readonly handoverP90: number
   readonly waiterQueriesPerHandover: number
@@ -128,121 +147,175 @@ interface DbResult {
   readonly failoverMax: number
 }
 
-const runDb = (db: Db, log: (line: string) => void) =>
+const skipped = Number.NaN
+
+const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) =>
   Effect.gen(function*() {
     const run = randomHex(4)
     const sql = yield* SqlClient
-    log(`${db}: floor`)
-    const floor = yield* timed(1000, () => sql.unsafe("SELECT 1"))
-
-    log(`${db}: uncontended`)
-    const count = yield* Ref.make(0)
-    const backend = yield* backendOf(db, count)
-    const { sessionId } = yield* backend.openSession(millisOf(60_000))
-    const pair = (name: string) =>
-      Effect.flatMap(backend.acquire(sessionId, name), (reply) =>
-        reply._tag === "Granted" ? backend.release(sessionId, name, reply.token) : Effect.dieMessage(reply._tag))
-    yield* timed(100, (i) => pair(`b-warm-${run}-${i}`))
-    const backendOnly = yield* timed(500, (i) => pair(`b-${run}-${i}`))
-    yield* backend.closeSession(sessionId)
-    const client = yield* clientOn(backend)
-    yield* timed(100, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
-    const uncontended = yield* timed(500, (i) => client.withLock(`u-${run}-${i}`, Effect.void))
-    const peerPair = yield* Effect.scoped(Effect.gen(function*() {
-      const conn = yield* sql.reserve
-      const lock = db === "postgres"
-        ? (key: number) => Effect.zipRight(
-          conn.executeRaw("SELECT pg_advisory_lock($1)", [key]),
-          conn.executeRaw("SELECT pg_advisory_unlock($1)", [key])
-        )
-        : (key: number) => Effect.zipRight(
-          conn.executeRaw("SELECT GET_LOCK(?, 10)", [`bench-${run}-${key}`]),
-          conn.executeRaw("SELECT RELEASE_LOCK(?)", [`bench-${run}-${key}`])
-        )
-      yield* timed(100, (i) => lock(1_000_000 + i))
-      return yield* timed(500, (i) => lock(i))
-    }))
-
-    log(`${db}: handover`)
-    const waiterCount = yield* Ref.make(0)
-    const holder = yield* clientOn(yield* backendOf(db, yield* Ref.make(0)))
-    const waiter = yield* clientOn(yield* backendOf(db, waiterCount))
-    yield* waiter.withLock(`hw-warm-${run}`, Effect.void)
-    const handovers: Array<number> = []
-    let waiterQueries = 0
-    for (let i = 0; i < 35; i++) {
-      const name = `h-${run}-${i}`
-      const holding = yield* Scope.make()
-      yield* Scope.extend(holder.lock(name), holding)
-      const acquired = yield* Deferred.make<number>()
-      const before = yield* Ref.get(waiterCount)
-        const fiber = yield* Effect.fork(waiter.withLock(name, Effect.flatMap(Effect.sync(now), (at) => Deferred.succeed(acquired, at))))
-      yield* Effect.promise(() => sleep(10 + Math.random() * 30))
-      const released = now()
-      yield* Scope.close(holding, Exit.void)
-      const at = yield* Deferred.await(acquired)
-      const after = yield* Ref.get(waiterCount)
-      yield* Fiber.join(fiber)
-      if (i >= 5) {
-        handovers.push(at - released)
-        waiterQueries += after - before
-      }
+    let floor: ReadonlyArray<number> = [skipped]
+    if (only.has("floor")) {
+      log(`${db}: floor`)
+      floor = yield* timed(1000, () => sql.unsafe("SELECT 1"))
     }
-    // A long wait (2 s): the waiter's queries per second while it waits (its first try excluded).
-    const longName = `hl-${run}`
-    const longHolding = yield* Scope.make()
-    yield* Scope.extend(holder.lock(longName), longHolding)
-    const longFiber = yield* Effect.fork(waiter.withLock(longName, Effect.void))
-    yield* Effect.promise(() => sleep(100))
-    const longBefore = yield* Ref.get(waiterCount)
-    yield* Effect.promise(() => sleep(2000))
-    const waiterQueriesPerSecond = ((yield* Ref.get(waiterCount)) - longBefore) / 2
-    yield* Scope.close(longHolding, Exit.void)
-    yield* Fiber.join(longFiber)
 
-    log(`${db}: renew of 1,000 held leases`)
-    const renewCount = yield* Ref.make(0)
-    const renewBackend = yield* backendOf(db, renewCount)
-    const renewer = yield* clientOn(renewBackend)
-    yield* Effect.forEach(
-      Array.from({ length: 1000 }, (_, i) => `r-${run}-${i}`),
-      (name) => renewer.lock(name),
-      { concurrency: 8, discard: true }
-    )
-    yield* Effect.promise(() => sleep(1200))
-    const renew0 = yield* Ref.get(renewCount)
-    yield* Effect.promise(() => sleep(3000))
-    const renewQueriesPerInterval = ((yield* Ref.get(renewCount)) - renew0) / 3
-    // One unchanged renewal, direct: latency and rows touched.
-    const direct = yield* backendOf(db, yield* Ref.make(0))
-    const s = yield* direct.openSession(millisOf(60_000))
-    yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => `d-${run}-${i}`), (name) => direct.acquire(s.sessionId, name), {
-      concurrency: 8,
-      discard: true
-    })
-    const first = yield* direct.keepAlive(s.sessionId, millisOf(60_000))
-    const version = first._tag === "Live" ? first.version : undefined
-    const renewLatency = yield* timed(50, () => direct.keepAlive(s.sessionId, millisOf(60_000), version))
-    const renewRowsTouched = yield* rowsTouched(db, sql, s.sessionId, version ?? "0")
-    yield* direct.closeSession(s.sessionId)
+    let uncontended: ReadonlyArray<number> = [skipped]
+    let backendOnly: ReadonlyArray<number> = [skipped]
+    let backendOnlyCpu = skipped
+    let backendOnlyRoundTrips = skipped
+    let peerPair: ReadonlyArray<number> = [skipped]
+    let commitFloor: ReadonlyArray<number> = [skipped]
+    if (only.has("uncontended")) {
+      log(`${db}: uncontended`)
+      const count = yield* Ref.make(0)
+      const backend = yield* backendOf(db, count)
+      const { sessionId } = yield* backend.openSession(millisOf(60_000))
+      const pair = (name: string) =>
+        Effect.flatMap(backend.acquire(sessionId, name), (reply) =>
+          reply._tag === "Granted" ? backend.release(sessionId, name, reply.token) : Effect.dieMessage(reply._tag))
+      yield* timed(100, (i) => pair(`b-warm-${run}-${i}`))
+      const queries0 = yield* Ref.get(count)
+      const cpu0 = process.cpuUsage()
+      backendOnly = yield* timed(500, (i) => pair(`b-${run}-${i}`))
+      const cpu = process.cpuUsage(cpu0)
+      backendOnlyCpu = (cpu.user + cpu.system) / 500
+      backendOnlyRoundTrips = ((yield* Ref.get(count)) - queries0) / 500
+      yield* backend.closeSession(sessionId)
+      const client = yield* clientOn(backend)
+      yield* timed(100, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
+      uncontended = yield* timed(500, (i) => client.withLock(`u-${run}-${i}`, Effect.void))
+      ;[peerPair, commitFloor] = yield* Effect.scoped(Effect.gen(function*() {
+        const conn = yield* sql.reserve
+        const lock = db === "postgres"
+          ? (key: number) => Effect.zipRight(
+            conn.executeRaw("SELECT pg_advisory_lock($1)", [key]),
+            conn.executeRaw("SELECT pg_advisory_unlock($1)", [key])
+          )
+          : (key: number) => Effect.zipRight(
+            conn.executeRaw("SELECT GET_LOCK(?, 10)", [`bench-${run}-${key}`]),
+            conn.executeRaw("SELECT RELEASE_LOCK(?)", [`bench-${run}-${key}`])
+          )
+        yield* timed(100, (i) => lock(1_000_000 + i))
+        const peer = yield* timed(500, (i) => lock(i))
+        // Two autocommitted one-row updates: what any acquire + release that survives a crash costs at least.
+        const table = `${prefix}commit_floor`
+        const id = `floor-${run}`
+        const write = db === "postgres"
+          ? Effect.zipRight(
+            conn.executeRaw(`CREATE TABLE IF NOT EXISTS ${table} (id varchar(32) PRIMARY KEY, n bigint NOT NULL)`, []),
+            conn.executeRaw(`INSERT INTO ${table} VALUES ($1, 0)`, [id])
+          )
+          : Effect.zipRight(
+            conn.executeRaw(`CREATE TABLE IF NOT EXISTS ${table} (id VARCHAR(32) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB`, []),
+            conn.executeRaw(`INSERT INTO ${table} VALUES (?, 0)`, [id])
+          )
+        yield* write
+        const update = db === "postgres"
+          ? conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [id])
+          : conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ?`, [id])
+        yield* timed(100, () => Effect.zipRight(update, update))
+        const commits = yield* timed(500, () => Effect.zipRight(update, update))
+        yield* conn.executeRaw(db === "postgres" ? `DELETE FROM ${table} WHERE id = $1` : `DELETE FROM ${table} WHERE id = ?`, [id])
+        return [peer, commits] as const
+      }))
+    }
 
-    log(`${db}: failover after a freeze (4 runs, lease 2 s)`)
+    let handovers: ReadonlyArray<number> = [skipped]
+    let waiterQueriesPerHandover = skipped
+    let waiterQueriesPerSecond = skipped
+    if (only.has("handover")) {
+      log(`${db}: handover`)
+      const waiterCount = yield* Ref.make(0)
+      const holder = yield* clientOn(yield* backendOf(db, yield* Ref.make(0)))
+      const waiter = yield* clientOn(yield* backendOf(db, waiterCount))
+      yield* waiter.withLock(`hw-warm-${run}`, Effect.void)
+      const samples: Array<number> = []
+      let waiterQueries = 0
+      for (let i = 0; i < 35; i++) {
+        const name = `h-${run}-${i}`
+        const holding = yield* Scope.make()
+        yield* Scope.extend(holder.lock(name), holding)
+        const acquired = yield* Deferred.make<number>()
+        const before = yield* Ref.get(waiterCount)
+        const fiber = yield* Effect.fork(waiter.withLock(name, Effect.flatMap(Effect.sync(now), (at) => Deferred.succeed(acquired, at))))
+        yield* Effect.promise(() => sleep(10 + Math.random() * 30))
+        const released = now()
+        yield* Scope.close(holding, Exit.void)
+        const at = yield* Deferred.await(acquired)
+        const after = yield* Ref.get(waiterCount)
+        yield* Fiber.join(fiber)
+        if (i >= 5) {
+          samples.push(at - released)
+          waiterQueries += after - before
+        }
+      }
+      handovers = samples
+      waiterQueriesPerHandover = waiterQueries / samples.length
+      // A long wait (2 s): the waiter's queries per second while it waits (its first try excluded).
+      const longName = `hl-${run}`
+      const longHolding = yield* Scope.make()
+      yield* Scope.extend(holder.lock(longName), longHolding)
+      const longFiber = yield* Effect.fork(waiter.withLock(longName, Effect.void))
+      yield* Effect.promise(() => sleep(100))
+      const longBefore = yield* Ref.get(waiterCount)
+      yield* Effect.promise(() => sleep(2000))
+      waiterQueriesPerSecond = ((yield* Ref.get(waiterCount)) - longBefore) / 2
+      yield* Scope.close(longHolding, Exit.void)
+      yield* Fiber.join(longFiber)
+    }
+
+    let renewQueriesPerInterval = skipped
+    let renewLatency: ReadonlyArray<number> = [skipped]
+    let renewRowsTouched = skipped
+    if (only.has("renew")) {
+      log(`${db}: renew of 1,000 held leases`)
+      const renewCount = yield* Ref.make(0)
+      const renewBackend = yield* backendOf(db, renewCount)
+      const renewer = yield* clientOn(renewBackend)
+      yield* Effect.forEach(
+        Array.from({ length: 1000 }, (_, i) => `r-${run}-${i}`),
+        (name) => renewer.lock(name),
+        { concurrency: 8, discard: true }
+      )
+      yield* Effect.promise(() => sleep(1200))
+      const renew0 = yield* Ref.get(renewCount)
+      yield* Effect.promise(() => sleep(3000))
+      renewQueriesPerInterval = ((yield* Ref.get(renewCount)) - renew0) / 3
+      // One unchanged renewal, direct: latency and rows touched.
+      const direct = yield* backendOf(db, yield* Ref.make(0))
+      const s = yield* direct.openSession(millisOf(60_000))
+      yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => `d-${run}-${i}`), (name) => direct.acquire(s.sessionId, name), {
+        concurrency: 8,
+        discard: true
+      })
+      const first = yield* direct.keepAlive(s.sessionId, millisOf(60_000))
+      const version = first._tag === "Live" ? first.version : undefined
+      renewLatency = yield* timed(50, () => direct.keepAlive(s.sessionId, millisOf(60_000), version))
+      renewRowsTouched = yield* rowsTouched(db, sql, s.sessionId, version ?? "0")
+      yield* direct.closeSession(s.sessionId)
+    }
+
     const failovers: Array<number> = []
-    for (let i = 0; i < 4; i++) {
-      const frozen = yield* Ref.make(false)
-      const base = yield* backendOf(db, yield* Ref.make(0))
-      const freezable = freezing(base, frozen)
-      const timing = { leaseDuration: "2 seconds" } as const
-      const h = yield* clientOn(freezable, timing)
-      const w = yield* clientOn(yield* backendOf(db, yield* Ref.make(0)), timing)
-      const name = `f-${run}-${i}`
-      yield* Effect.forkDaemon(h.withLock(name, Effect.never).pipe(Effect.ignore))
-      yield* awaitHeld(h, name)
-      yield* Effect.promise(() => sleep(Math.random() * 667))
-      const frozenAt = now()
-      yield* Ref.set(frozen, true)
-      const at = yield* w.withLock(name, Effect.sync(now))
-      failovers.push(at - frozenAt)
+    if (only.has("failover")) {
+      log(`${db}: failover after a freeze (4 runs, lease 2 s)`)
+      for (let i = 0; i < 4; i++) {
+        const frozen = yield* Ref.make(false)
+        const base = yield* backendOf(db, yield* Ref.make(0))
+        const freezable = freezing(base, frozen)
+        const timing = { leaseDuration: "2 seconds" } as const
+        const h = yield* clientOn(freezable, timing)
+        const w = yield* clientOn(yield* backendOf(db, yield* Ref.make(0)), timing)
+        const name = `f-${run}-${i}`
+        yield* Effect.forkDaemon(h.withLock(name, Effect.never).pipe(Effect.ignore))
+        yield* awaitHeld(h, name)
+        yield* Effect.promise(() => sleep(Math.random() * 667))
+        const frozenAt = now()
+        yield* Ref.set(frozen, true)
+        const at = yield* w.withLock(name, Effect.sync(now))
+        failovers.push(at - frozenAt)
+      }
+    } else {
+      failovers.push(skipped)
     }
 
     return {
@@ -250,10 +323,13 @@ const runDb = (db: Db, log: (line: string) => void) =>
       uncontended: median(uncontended) * 1000,
       uncontendedP99: percentile(uncontended, 99) * 1000,
       backendOnly: median(backendOnly) * 1000,
+      backendOnlyCpu,
+      backendOnlyRoundTrips,
       peerPair: median(peerPair) * 1000,
+      commitFloor: median(commitFloor) * 1000,
       handoverMedian: median(handovers),
       handoverP90: percentile(handovers, 90),
-      waiterQueriesPerHandover: waiterQueries / handovers.length,
+      waiterQueriesPerHandover,
       waiterQueriesPerSecond,
       renewQueriesPerInterval,
       renewLatency: median(renewLatency),
@@ -325,10 +401,13 @@ const rowsTouched = (db: Db, sql: SqlClientService, sessionId: string, version: 
     return after - before - (again - after)
   }))
 
-export const main = async (log: (line: string) => void = (line) => process.stderr.write(`bench: ${line}\n`)) => {
+export const main = async (
+  log: (line: string) => void = (line) => process.stderr.write(`bench: ${line}\n`),
+  only: ReadonlySet<Section> = new Set(sections)
+) => {
   const results: Partial<Record<Db, DbResult>> = {}
   for (const db of ["postgres", "mysql"] as const) {
-    results[db] = await Effect.runPromise(runDb(db, log))
+    results[db] = await Effect.runPromise(runDb(db, only, log))
   }
   const pg = results.postgres!
   const my = results.mysql!
@@ -347,6 +426,9 @@ export const main = async (log: (line: string) => void = (line) => process.stder
   row("sql uncontended", "withLock on a fresh name, median (peer: raw advisory lock + unlock pair)", "µs", (r) => r.uncontended, (r) => r.peerPair)
   row("sql uncontended", "withLock on a fresh name, p99", "µs", (r) => r.uncontendedP99)
   row("sql uncontended", "LeaseBackend alone, acquire + release, median", "µs", (r) => r.backendOnly)
+  row("sql uncontended", "LeaseBackend alone, process CPU time per acquire + release", "µs", (r) => r.backendOnlyCpu)
+  row("sql uncontended", "LeaseBackend alone, round trips per acquire + release (client count)", "round trips", (r) => r.backendOnlyRoundTrips)
+  row("sql uncontended", "durable floor: two one-row UPDATE commits on one connection, median", "µs", (r) => r.commitFloor)
   row("sql handover", "release → waiter holds, median of 30", "ms", (r) => r.handoverMedian)
   row("sql handover", "release → waiter holds, p90 of 30", "ms", (r) => r.handoverP90)
   row("sql handover", "waiter queries per handover (waits of 10–40 ms; its first try included)", "queries", (r) => r.waiterQueriesPerHandover)
@@ -358,7 +440,8 @@ export const main = async (log: (line: string) => void = (line) => process.stder
   row("sql failover", "holder frozen → waiter holds, max of 4", "ms", (r) => r.failoverMax)
 
   const out = fileURLToPath(new URL("./results-sql.json", import.meta.url))
-  writeFileSync(out, `${JSON.stringify(rows, null, 2)}\n`)
+  const complete = sections.every((section) => only.has(section))
+  if (complete) writeFileSync(out, `${JSON.stringify(rows, null, 2)}\n`)
   const fmt = (x: number | null) => (x === null || !Number.isFinite(x) ? "—" : Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(2))
   const header = ["bench", "metric", "unit", "postgres", "mysql", "peer pg", "peer mysql"]
   const body = rows.map((r) => [r.bench, r.metric, r.unit, fmt(r.postgres), fmt(r.mysql), fmt(r.peerPostgres), fmt(r.peerMysql)])
@@ -372,17 +455,17 @@ export const main = async (log: (line: string) => void = (line) => process.stder
   const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
   console.log("Targets (issue 9):")
   for (const [label, r] of [["PostgreSQL", pg], ["MySQL/MariaDB", my]] as const) {
-    console.log(`  ${label}: uncontended within 1.5× of the advisory-lock pair: ${(r.uncontended / r.peerPair).toFixed(2)}× → ${verdict(r.uncontended <= 1.5 * r.peerPair)}`)
+    console.log(`  ${label}: uncontended within 1.5× of the advisory-lock pair: ${(r.uncontended / r.peerPair).toFixed(2)}× → ${verdict(r.uncontended <= 1.5 * r.peerPair)} (the durable floor alone is ${(r.commitFloor / r.peerPair).toFixed(2)}× the pair)`)
     console.log(`  ${label}: renewal one round trip per interval: ${r.renewQueriesPerInterval.toFixed(2)} → ${verdict(r.renewQueriesPerInterval <= 1.05)}; rows touched ${r.renewRowsTouched}`)
     console.log(`  ${label}: failover ≤ leaseDuration + renewInterval (2,667 ms): max ${r.failoverMax.toFixed(0)} ms → ${verdict(r.failoverMax <= 2667)}`)
   }
   console.log(`  PostgreSQL handover median < 2 ms with no waiter queries: ${pg.handoverMedian.toFixed(2)} ms, ${pg.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(pg.handoverMedian < 2 && pg.waiterQueriesPerSecond < 1)}`)
   console.log(`  MySQL handover median < 100 ms at ≤ 20 queries/s: ${my.handoverMedian.toFixed(1)} ms, ${my.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(my.handoverMedian < 100 && my.waiterQueriesPerSecond <= 20)}`)
-  console.log(`Wrote ${out}`)
+  console.log(complete ? `Wrote ${out}` : "Some sections left out (--only): nothing written")
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  main().catch((error: unknown) => {
+  main(undefined, chosen(process.argv.slice(2))).catch((error: unknown) => {
     console.error(error)
     process.exitCode = 1
   })

@@ -59,7 +59,12 @@ export const make = (
 ): Effect.Effect<Stream.Stream<Hint>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const hints = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
-    const connection = Stream.asyncScoped<Hint, unknown>((emit) =>
+    // Straight from the driver's callback to the subscribers: a sliding PubSub never suspends a
+    // publisher, so this runs to completion at once (no stream hop on the hand-over's path). Its only
+    // failure is the interruption of a publish after the scope closed, when nobody listens any more.
+    const publish = (hint: Hint): void => void Effect.runSyncExit(PubSub.publish(hints, hint))
+    // The connection as a stream that emits nothing: it fails on a connection error, which restarts it.
+    const connection = Stream.asyncScoped<never, unknown>((emit) =>
       Effect.gen(function*() {
         const client = yield* Effect.acquireRelease(
           Effect.sync(connect),
@@ -67,23 +72,19 @@ export const make = (
         )
         client.on("notification", (message) => {
           const hint = message.channel === channel ? decode(message.payload) : undefined
-          if (hint !== undefined) void emit.single(hint)
+          if (hint !== undefined) publish(hint)
         })
         client.on("error", (error) => void emit.fail(error))
         client.on("end", () => void emit.fail(new Error("the LISTEN connection ended")))
         yield* Effect.tryPromise(() => client.connect())
         yield* Effect.tryPromise(() => client.query(`LISTEN "${channel}"`))
-        for (const name of yield* waiting.drain) void emit.single(Hint.Released({ name }))
+        for (const name of yield* waiting.drain) publish(Hint.Released({ name }))
       })
     )
     const backoff = Schedule.union(
       Schedule.exponential(Duration.decode(reconnectAfter)),
       Schedule.spaced(Duration.seconds(5))
     )
-    yield* connection.pipe(
-      Stream.retry(backoff),
-      Stream.runForEach((hint) => PubSub.publish(hints, hint)),
-      Effect.forkScoped
-    )
+    yield* connection.pipe(Stream.retry(backoff), Stream.runDrain, Effect.forkScoped)
     return Stream.fromPubSub(hints)
   })
