@@ -44,36 +44,48 @@ const dialects = [
     prefix: "simba_t_pgx_",
     layer: (tablePrefix: string) => PgBackend.layer({ url: pgUrl, tablePrefix }),
     raw: pgClient,
-    dropAll: (prefix: string) =>
+    /** Drops the routines whose names start with `start` (`<prefix>v` for every version's). */
+    dropRoutines: (start: string) =>
       Effect.gen(function*() {
         const sql = yield* SqlClient
         const functions = yield* sql.unsafe<{ signature: string }>(
-          "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p WHERE p.proname LIKE $1",
-          [`${prefix}v%`]
+          "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p WHERE starts_with(p.proname, $1)",
+          [start]
         )
         for (const { signature } of functions) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature}`)
-        yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`)
-      })
+      }),
+    dropTables: (prefix: string) =>
+      Effect.asVoid(
+        Effect.flatMap(SqlClient, (sql) =>
+          sql.unsafe(`DROP TABLE IF EXISTS ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`))
+      ),
+    version: Migrations.postgresVersion
   },
   {
     label: "mysql",
     prefix: "simba_t_myx_",
     layer: (tablePrefix: string) => MysqlBackend.layer({ url: mysqlUrl, tablePrefix }),
     raw: mysqlClient,
-    dropAll: (prefix: string) =>
+    dropRoutines: (start: string) =>
       Effect.gen(function*() {
         const sql = yield* SqlClient
         const procedures = yield* sql.unsafe<{ name: string }>(
-          "SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
-          [`${prefix}v%`]
+          "SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND LEFT(ROUTINE_NAME, CHAR_LENGTH(?)) = ?",
+          [start, start]
         )
         for (const { name } of procedures) yield* sql.unsafe(`DROP PROCEDURE IF EXISTS ${name}`).unprepared
-        yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`).unprepared
-      })
+      }),
+    dropTables: (prefix: string) =>
+      Effect.asVoid(
+        Effect.flatMap(SqlClient, (sql) =>
+          sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`).unprepared)
+      ),
+    version: Migrations.mysqlVersion
   }
 ] as const
 
 for (const dialect of dialects) {
+  const dropAll = (prefix: string) => Effect.zipRight(dialect.dropRoutines(`${prefix}v`), dialect.dropTables(prefix))
   describe(`SQL backend (${dialect.label})`, () => {
     it.effect("invalid options fail with SimbaConfigError naming the option, before any connection", () =>
       Effect.gen(function*() {
@@ -103,8 +115,32 @@ for (const dialect of dialects) {
           yield* b.closeSession(sessionId)
         }).pipe(Effect.provide(dialect.layer(prefix)), Effect.scoped)
         yield* Effect.all([starter, starter, starter, starter], { concurrency: "unbounded" }).pipe(
-          Effect.ensuring(Effect.orDie(dialect.dropAll(prefix).pipe(Effect.provide(dialect.raw))))
+          Effect.ensuring(Effect.orDie(dropAll(prefix).pipe(Effect.provide(dialect.raw))))
         )
+      }), 60_000)
+
+    it.live("on tables of an earlier schema version (this version's routines missing), the migration installs its routines beside and tokens continue", () =>
+      Effect.gen(function*() {
+        const prefix = `simba_t_ver${randomBytes(4).toString("hex")}_`
+        const name = unique("upgraded")
+        const acquireRelease = (name: string) => Effect.gen(function*() {
+          const b = yield* LeaseBackend
+          const sessionId = (yield* b.openSession(ttl)).sessionId
+          const token = granted(yield* b.acquire(sessionId, name))
+          yield* b.release(sessionId, name, token)
+          yield* b.closeSession(sessionId)
+          return token
+        }).pipe(Effect.provide(dialect.layer(prefix)), Effect.scoped)
+        const run = Effect.gen(function*() {
+          expect(yield* acquireRelease(name)).toBe(1n)
+          // What an earlier version leaves: the tables with their rows, routines of another version only.
+          yield* dialect.dropRoutines(`${prefix}v${dialect.version}_`).pipe(Effect.provide(dialect.raw))
+          // Several processes upgrading at once, then the name again: its token continues.
+          const fresh = yield* Effect.all([1, 2, 3].map((i) => acquireRelease(`${name}.${i}`)), { concurrency: "unbounded" })
+          expect(fresh).toEqual([1n, 1n, 1n])
+          expect(yield* acquireRelease(name)).toBe(2n)
+        })
+        yield* run.pipe(Effect.ensuring(Effect.orDie(dropAll(prefix).pipe(Effect.provide(dialect.raw)))))
       }), 60_000)
 
     it.live("tokens above 2^53 are read exactly, as bigint", () =>
