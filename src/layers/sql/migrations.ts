@@ -225,8 +225,16 @@ END $f$`,
 DECLARE
   v_next varchar;
   v_expires timestamptz;
+  v_queued boolean;
 BEGIN
-  UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  -- With a queue, the lease row is locked and written once, to its next holder. The peek takes no
+  -- lock: a waiter queued after it is found by the loop (it queues under the lease row lock).
+  v_queued := EXISTS (SELECT 1 FROM ${waiter} WHERE name = p_name);
+  IF v_queued THEN
+    PERFORM 1 FROM ${lease} WHERE name = p_name AND session_id = p_sid AND token = p_token FOR UPDATE;
+  ELSE
+    UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  END IF;
   IF NOT FOUND THEN
     RETURN json_build_object('status', 'ok');
   END IF;
@@ -241,6 +249,9 @@ BEGIN
   END LOOP;
   UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
   IF v_next IS NULL THEN
+    IF v_queued THEN
+      UPDATE ${lease} SET session_id = NULL WHERE name = p_name;
+    END IF;
     ${notify("'r:' || p_name")}
   ELSE
     UPDATE ${lease} SET session_id = v_next, token = p_token + 1, acquired_at = clock_timestamp() WHERE name = p_name;
