@@ -28,7 +28,8 @@
  * version installs new ones beside these (the tables are shared and every version takes the same
  * locks in the same order), so processes of both versions can run during a rolling upgrade. v3/v2
  * grant a name never acquired by its first insert (token 1) instead of inserting an empty row and
- * updating it, the commonest acquire in half the statements and rows written.
+ * updating it, the commonest acquire in half the statements and rows written; the PostgreSQL v3
+ * release writes a queued lease once, to its next holder.
  */
 
 /** What the migration creates for a table prefix. */
