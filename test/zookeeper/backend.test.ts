@@ -3,6 +3,7 @@
  *
  * - the lease cache is exact after a renewal's round trip (the argument in ZookeeperBackend.ts): a
  *   lease node deleted behind the session's back is missing from the very next renewal, with no wait;
+ * - a release (one delete, no read) deletes only the session's own node with that token;
  * - options are checked before any connection (`SimbaConfigError`), an unreachable ensemble fails the
  *   layer with `BackendError` within `connectTimeout`, a `czxid` beyond 2^53 is refused loudly;
  * - through a TCP proxy that can cut the connection: calls fail with `BackendError` while the
@@ -85,6 +86,35 @@ describe("ZookeeperBackend: the lease cache", () => {
       expect(BigInt(stat.czxid)).toBe(token)
       expect(stat.ephemeralOwner).toBe(sessionId)
       expect(granted(yield* b.acquire(sessionId, name))).toBe(token)
+    }), 20_000)
+})
+
+describe("ZookeeperBackend: release without a read", () => {
+  it.scopedLive("a release deletes the session's own node with that token only, also after an outside delete and a new holder", () =>
+    Effect.gen(function*() {
+      const b = yield* backendOf(standalone)
+      const zk = yield* rawClient
+      const name = unique("release")
+      const path = `${standalone.root}/leases/${name}`
+      const { sessionId } = yield* b.openSession(Duration.seconds(10))
+      const token = granted(yield* b.acquire(sessionId, name))
+      // Another token of the name: no delete.
+      yield* b.release(sessionId, name, token + 1n)
+      expect(yield* Effect.promise(() => zk.pathExists(path, false))).toBe(true)
+      // Deleted behind the session's back, then taken by another session: once the session's next
+      // reply is in (its watch event came first), a release with the old token leaves the new node.
+      yield* Effect.promise(() => zk.delete_(path, -1))
+      const other = yield* b.openSession(Duration.seconds(10))
+      const newer = granted(yield* b.acquire(other.sessionId, name))
+      expect(newer).toBeGreaterThan(token)
+      expect((yield* b.keepAlive(sessionId, Duration.seconds(10)))._tag).toBe("Live")
+      yield* b.release(sessionId, name, token)
+      const stat = (yield* Effect.promise(() => zk.exists(path, false))) as { czxid: number; ephemeralOwner: string }
+      expect(stat.ephemeralOwner).toBe(other.sessionId)
+      expect(BigInt(stat.czxid)).toBe(newer)
+      // The holder's own release with its token deletes it.
+      yield* b.release(other.sessionId, name, newer)
+      expect(yield* Effect.promise(() => zk.pathExists(path, false))).toBe(false)
     }), 20_000)
 })
 

@@ -59,13 +59,14 @@
  *   `Granted { token: czxid }`; another session's: `HeldBy { token }`, and the watch gives
  *   `Released` when that node goes (release, close or expiry of its holder). `remaining` is not
  *   known (another session's expiry is not visible), so candidates rely on the watch;
- * - `release`: `exists`, then (ours with that `czxid` only) `delete` with the node's version: two;
+ * - `release`: `delete`, sent only when the session's cache says the node is its own with that
+ *   token (see "Why a release needs no read"): one;
  * - `keepAlive`: one `exists` on the root, plus, in the same pipeline, a `getChildren` (with a child
  *   watch) per joined group and an `exists` per lease whose create lost its reply;
  * - `join`: create the group node (if missing), the member node, and `getChildren` with a watch;
  * - `leave`: delete the member node; `members`: `getChildren` on the backend's own watcher session;
- * - `closeSession`: `exists` of its lease nodes, then deletes of those still its own and of its member
- *   nodes (two), then the session is closed.
+ * - `closeSession`: deletes of its lease nodes (those the cache says are its own) and of its member
+ *   nodes (one), then the session is closed.
  *
  * ## Why the lease list of a renewal is exact
  *
@@ -81,6 +82,21 @@
  * change) says whether it changed since the reply the client last read. A create whose reply was lost
  * (connection loss) is recorded as uncertain and settled by reading the node in the next renewal's
  * pipeline (or the next acquire of the name). The test `test/zookeeper/backend.test.ts` checks it.
+ *
+ * ## Why a release needs no read
+ *
+ * A release deletes the node only if it is still this session's with that token. The cache answers
+ * that without a read: within Simba's protocol a lease node of this session goes away only through
+ * this session's own delete (whose callback updates the cache) or the end of the session (after
+ * which the server refuses every request of it, the delete included). A delete by anyone else (an
+ * operator) fires the node's watch, and the `deleted` event removes the name; a node replaced while
+ * the connection moved shows up as `changed` on the re-registered watch, and the re-read removes it.
+ * A read before the delete would not close the one window left (an outside delete and a new
+ * holder's create between the server's last answer to this session and its delete): every lease
+ * node has version 0, so no version in a delete tells two of them apart, and the addon has no
+ * `multi` to check the `czxid` in the same transaction. So the read bought nothing and cost a round
+ * trip; an outside delete of a held node breaks exclusion by itself anyway (its holder learns it at
+ * its next renewal).
  *
  * ## Hints
  *
@@ -340,33 +356,29 @@ const makeOperations = (
         }
       ))
 
+  /**
+   * Deletes the lease nodes of `held` (name and token, each from the session's cache) in one
+   * pipeline; a reply that says the node is gone drops it from the cache.
+   */
+  const deleteLeases = (session: Session, held: ReadonlyArray<readonly [string, bigint]>) =>
+    held.map(([name, token]) => (done: (rc: number, message: string, value: undefined) => void) =>
+      session.handle.a_delete_(paths.lease(name), -1, (rc, message) => {
+        if (rc === Rc.ok || rc === Rc.noNode) drop(session, name, token)
+        done(rc, message, undefined)
+      })
+    )
+
+  // One round trip: the cache says whether the node is still this session's with that token (see
+  // "Why a release needs no read" in the module comment), so the delete is sent without a read.
   const release = (sessionId: string, name: string, token: bigint) =>
-    onSession("release", sessionId, Effect.void, (session) =>
-      Effect.flatMap(
-        pipeline<Stat | null>([(done) => session.handle.a_exists(paths.lease(name), false, done)]),
-        ([read]) => {
-          const stat = read!.value
-          if (read!.rc === Rc.noNode) return Effect.sync(() => drop(session, name, token))
-          if (read!.rc !== Rc.ok || stat === undefined || stat === null) return failed(session, "release", read!, Effect.void)
-          // Only the session's own node with that token; the version makes the delete miss a node
-          // that replaced it in between.
-          if (stat.ephemeralOwner !== session.id || !Number.isSafeInteger(stat.czxid) || BigInt(stat.czxid) !== token) {
-            return Effect.void
-          }
-          return Effect.flatMap(
-            pipeline<undefined>([(done) =>
-              session.handle.a_delete_(paths.lease(name), stat.version, (rc, message) => {
-                if (rc === Rc.ok || rc === Rc.noNode) drop(session, name, token)
-                done(rc, message, undefined)
-              })
-            ]),
-            ([deleted]) =>
-              deleted!.rc === Rc.ok || deleted!.rc === Rc.noNode || deleted!.rc === Rc.badVersion
-                ? Effect.void
-                : failed(session, "release", deleted!, Effect.void)
-          )
-        }
-      ))
+    onSession("release", sessionId, Effect.void, (session) => {
+      if (session.leases.get(name) !== token) return Effect.void
+      return Effect.flatMap(
+        pipeline(deleteLeases(session, [[name, token]])),
+        ([deleted]) =>
+          deleted!.rc === Rc.ok || deleted!.rc === Rc.noNode ? Effect.void : failed(session, "release", deleted!, Effect.void)
+      )
+    })
 
   const keepAlive = (sessionId: string, _ttlMillis: number, known: string | undefined) =>
     onSession("keepAlive", sessionId, expiredRenewal, (session) =>
@@ -479,23 +491,12 @@ const makeOperations = (
       if (session.ended || !session.connected) return close
       const held = [...session.leases]
       const groups = [...session.groups]
-      return pipeline<Stat | null>(held.map(([name]) => (done) => session.handle.a_exists(paths.lease(name), false, done))).pipe(
-        Effect.flatMap((reads) =>
-          pipeline<undefined>([
-            ...held.flatMap(([name, token], i) => {
-              const stat = reads[i]!.value
-              const own = reads[i]!.rc === Rc.ok && stat !== undefined && stat !== null &&
-                stat.ephemeralOwner === session.id && Number.isSafeInteger(stat.czxid) && BigInt(stat.czxid) === token
-              return own
-                ? [(done: (rc: number, message: string, value: undefined) => void) =>
-                  session.handle.a_delete_(paths.lease(name), stat.version, (rc, message) => done(rc, message, undefined))]
-                : []
-            }),
-            ...groups.map((group) => (done: (rc: number, message: string, value: undefined) => void) =>
-              session.handle.a_delete_(paths.member(group, session.id), -1, (rc, message) => done(rc, message, undefined))
-            )
-          ])
-        ),
+      return pipeline<undefined>([
+        ...deleteLeases(session, held),
+        ...groups.map((group) => (done: (rc: number, message: string, value: undefined) => void) =>
+          session.handle.a_delete_(paths.member(group, session.id), -1, (rc, message) => done(rc, message, undefined))
+        )
+      ]).pipe(
         Effect.ensuring(close),
         Effect.asVoid
       )

@@ -114,10 +114,21 @@ export interface Events {
   readonly ended: (session: Session) => void
 }
 
-/** Arms (again) the watch on a lease node; a node found gone is a release. */
+/**
+ * Arms (again) the watch on a lease node; a node found gone is a release. A held name whose node is
+ * found to be another's (or another node of this session's) leaves the cache: only a delete by
+ * someone else can do that, and the next renewal must not list it.
+ */
 const watchLease = (session: Session, paths: Paths, name: string, events: Events): void => {
-  session.handle.a_exists(paths.lease(name), true, (rc) => {
-    if (rc === Rc.noNode) events.emit(Hint.Released({ name }))
+  session.handle.a_exists(paths.lease(name), true, (rc, _message, stat) => {
+    if (rc === Rc.noNode) {
+      drop(session, name)
+      events.emit(Hint.Released({ name }))
+      return
+    }
+    const held = session.leases.get(name)
+    if (rc === Rc.ok && stat !== null && held !== undefined &&
+      (stat.ephemeralOwner !== session.id || stat.czxid !== Number(held))) drop(session, name, held)
   })
 }
 
