@@ -1,10 +1,10 @@
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
-// Long fault runs outside `npm test`: `npm run test:chaos`. The ZooKeeper ensemble cases live here
-// because one of them ("SIGSTOP of a majority") failed once in a clean-clone run: no Simba leader came
-// back within 27 s after the ensemble resumed (a liveness defect under investigation in issue 10, not a
-// safety one: no second leader was seen). A test that can fail by chance must not gate CI.
+// Long fault runs outside `npm test`: `npm run test:chaos` (files `test/**/*.chaos.ts`; none today). The
+// ZooKeeper ensemble cases were here until issue 10 found why "SIGSTOP of a majority" once saw no leader
+// for 27 s (a ZooKeeper 3.8.0 server defect when its leader is among the stopped; see
+// test/zookeeper/ensemble.test.ts); they now run in `npm test`.
 export default defineConfig({
   resolve: {
     alias: { simba: fileURLToPath(new URL("./src/index.ts", import.meta.url)) }
@@ -13,6 +13,7 @@ export default defineConfig({
     include: ["test/**/*.chaos.ts"],
     testTimeout: 120_000,
     hookTimeout: 60_000,
-    pool: "forks"
+    pool: "forks",
+    passWithNoTests: true
   }
 })

@@ -6,8 +6,19 @@
  *   within the session timeout, so the Simba sessions survive (same ids), there is never a second
  *   Simba leader, and a term won afterwards carries a larger token from a later epoch (the high 32
  *   bits of the zxid);
- * - SIGSTOP of a majority: nothing can be granted; the leader's term ends by its local deadline; after
- *   SIGCONT the ensemble re-forms and a leader is elected again, with a larger token.
+ * - SIGSTOP of a majority (the two followers): nothing can be granted; the leader's term ends by its
+ *   local deadline; after SIGCONT the ensemble elects a leader again (a new epoch) and so does Simba,
+ *   with a larger token.
+ *
+ * The majority stopped is the two followers, not the ZooKeeper leader and a follower: with the leader
+ * among the stopped, ZooKeeper 3.8.0 (the Debian 12 package) sometimes never commits again after
+ * SIGCONT. The resumed leader keeps LEADING in the same epoch, both followers re-sync with it by
+ * DIFF, and from then on its log shows only "Submitting global closeSession" (the same sessions
+ * again and again), never "Committing": no session can be created on any of the three servers, by
+ * this process or by a fresh one (seen with a separate probe process), until the ensemble is
+ * restarted. That is a server defect Simba cannot work around (it was the "no leader within 27 s"
+ * of issue 10); stopping the followers makes the leader give up its quorum itself and forces a new
+ * election, which ZooKeeper handles.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -88,14 +99,25 @@ const contest = (leaseDuration: number): Effect.Effect<Contest, unknown, Scope.S
 const sessionIds = (clients: ReadonlyArray<SimbaClient>) =>
   Effect.forEach(clients, (client) => Effect.map(client.snapshot, (snapshot) => snapshot.session.id))
 
+/** The session ids of all clients, once every one has a session (the loser may still be opening its own). */
+const allSessionIds = (clients: ReadonlyArray<SimbaClient>, timeoutMs: number) =>
+  Effect.gen(function*() {
+    const until = performance.now() + timeoutMs
+    for (;;) {
+      const ids = yield* sessionIds(clients)
+      if (ids.every((id) => id !== undefined)) return ids
+      if (performance.now() > until) return yield* Effect.die(`not every client had a session within ${timeoutMs} ms`)
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
 describe("ZooKeeper ensemble of three", () => {
   it.scopedLive("kill -9 of the ZooKeeper leader: sessions survive, one Simba leader, tokens rise across the epoch change", () =>
     Effect.gen(function*() {
       // T = 10 s: the ensemble's re-election (a second or two with tickTime 500) fits far inside it.
       const c = yield* contest(10_000)
       const first = yield* c.leader(15_000)
-      const sessionsBefore = yield* sessionIds(c.clients)
-      expect(sessionsBefore.every((id) => id !== undefined)).toBe(true)
+      const sessionsBefore = yield* allSessionIds(c.clients, 15_000)
 
       const zkLeader = yield* Effect.promise(() => ensemble.awaitLeader(10_000))
       ensemble.signal(zkLeader, "SIGKILL")
@@ -140,10 +162,11 @@ describe("ZooKeeper ensemble of three", () => {
       )
 
       const zkLeader = yield* Effect.promise(() => ensemble.awaitLeader(10_000))
-      const stopped = [zkLeader, ensemble.nodes.find((node) => node !== zkLeader)!]
+      // The two followers (see the module comment for why not the leader).
+      const stopped = ensemble.nodes.filter((node) => node !== zkLeader)
       const stoppedAt = performance.now()
       for (const node of stopped) ensemble.signal(node, "SIGSTOP")
-      // The server left running serves reads until it notices the lost quorum (syncLimit x tickTime
+      // The leader left running serves reads until it notices the lost quorum (syncLimit x tickTime
       // = 2 s); the last renewal it answers proves `proven` from when it was sent. Slack: 1 s.
       const bound = 4 * Ensemble.tickTime + proven + 1000
       const end = yield* Deferred.await(revoked).pipe(
