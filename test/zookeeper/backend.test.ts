@@ -22,7 +22,7 @@ import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
 import { createServer, type Server, type Socket } from "node:net"
 import ZooKeeper from "zookeeper"
-import { type Hint, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
+import { AcquireReply, type Hint, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as ZookeeperBackend from "../../src/layers/zookeeper/ZookeeperBackend.js"
 import { tokenOf } from "../../src/layers/zookeeper/session.js"
 import { standalone } from "./ZookeeperServers.js"
@@ -281,23 +281,38 @@ const hintsOf = (backend: LeaseBackendService) =>
   })
 
 describe("ZookeeperBackend: watches as hints, across backends", () => {
-  it.scopedLive("a refused acquire leaves a watch: Released when the holder (another backend) releases or its session ends", () =>
+  it.scopedLive("a refused acquire leaves a watch: the waiter takes the lease when the holder (another backend) releases or its session ends", () =>
     Effect.gen(function*() {
       const holderBackend = yield* backendOf(standalone)
       const waiterBackend = yield* backendOf(standalone)
       const awaitHint = yield* hintsOf(waiterBackend)
-      const [released, closed] = [unique("released"), unique("closed")]
+      const [released, closed, withdrawn] = [unique("released"), unique("closed"), unique("withdrawn")]
       const holder = yield* holderBackend.openSession(Duration.seconds(10))
       const waiter = yield* waiterBackend.openSession(Duration.seconds(10))
       const token = granted(yield* holderBackend.acquire(holder.sessionId, released))
-      granted(yield* holderBackend.acquire(holder.sessionId, closed))
-      expect((yield* waiterBackend.acquire(waiter.sessionId, released))._tag).toBe("HeldBy")
-      expect((yield* waiterBackend.acquire(waiter.sessionId, closed))._tag).toBe("HeldBy")
+      const closedToken = granted(yield* holderBackend.acquire(holder.sessionId, closed))
+      const withdrawnToken = granted(yield* holderBackend.acquire(holder.sessionId, withdrawn))
+      for (const name of [released, closed, withdrawn]) {
+        expect((yield* waiterBackend.acquire(waiter.sessionId, name))._tag).toBe("HeldBy")
+      }
+      // A waiter that stopped waiting is only told.
+      yield* waiterBackend.withdraw(waiter.sessionId, withdrawn)
+      yield* holderBackend.release(holder.sessionId, withdrawn, withdrawnToken)
+      yield* awaitHint((hint) => hint._tag === "Released" && hint.name === withdrawn)
+      // A waiting session takes the lease on the watch event and is told with a Granted hint.
       yield* holderBackend.release(holder.sessionId, released, token)
-      yield* awaitHint((hint) => hint._tag === "Released" && hint.name === released)
+      const handed = yield* awaitHint((hint) => hint._tag === "Granted" && hint.name === released && hint.to === waiter.sessionId)
+      if (handed._tag !== "Granted") return expect.fail("expected Granted")
+      expect(handed.token).toBeGreaterThan(token)
+      expect(yield* waiterBackend.acquire(waiter.sessionId, released)).toEqual(AcquireReply.Granted({ token: handed.token }))
       yield* holderBackend.closeSession(holder.sessionId)
-      yield* awaitHint((hint) => hint._tag === "Released" && hint.name === closed)
-      expect((yield* waiterBackend.acquire(waiter.sessionId, closed))._tag).toBe("Granted")
+      const closedHanded = yield* awaitHint((hint) => hint._tag === "Granted" && hint.name === closed && hint.to === waiter.sessionId)
+      if (closedHanded._tag !== "Granted") return expect.fail("expected Granted")
+      expect(closedHanded.token).toBeGreaterThan(closedToken)
+      // Both are listed by the next renewal; the withdrawn name is not held.
+      const renewal = yield* waiterBackend.keepAlive(waiter.sessionId, Duration.seconds(10))
+      if (renewal._tag !== "Live") return expect.fail("expected Live")
+      expect(renewal.leases?.map((lease) => lease.name).sort()).toEqual([released, closed].sort())
     }), 20_000)
 
   it.scopedLive("a member's child watch: GroupChanged when another backend's session joins or leaves", () =>

@@ -57,14 +57,16 @@
  * - `acquire`: create the ephemeral node and, in the same pipeline, `exists` with a watch: the `Stat`
  *   says whose node it is. Ours (just created, or created by an earlier call whose reply was lost):
  *   `Granted { token: czxid }`; another session's: `HeldBy { token }`, and the watch gives
- *   `Released` when that node goes (release, close or expiry of its holder). `remaining` is not
- *   known (another session's expiry is not visible), so candidates rely on the watch;
+ *   `Released` when that node goes (release, close or expiry of its holder), or, while the session
+ *   still waits for the name, a hand-off (see "Hints"). `remaining` is not known (another session's
+ *   expiry is not visible), so candidates rely on the watch;
  * - `release`: `delete`, sent only when the session's cache says the node is its own with that
  *   token (see "Why a release needs no read"): one;
  * - `keepAlive`: one `exists` on the root, plus, in the same pipeline, a `getChildren` (with a child
  *   watch) per joined group and an `exists` per lease whose create lost its reply;
  * - `join`: create the group node (if missing), the member node, and `getChildren` with a watch;
  * - `leave`: delete the member node; `members`: `getChildren` on the backend's own watcher session;
+ * - `withdraw`: none (the session stops answering a release of the name with its own acquire);
  * - `closeSession`: deletes of its lease nodes (those the cache says are its own) and of its member
  *   nodes (one), then the session is closed.
  *
@@ -101,7 +103,13 @@
  * ## Hints
  *
  * `Released { name }` on the `deleted` event of a watched lease node (an acquire that found it held, or
- * held it, armed the watch; watches fire once, the next acquire arms another); `GroupChanged { group }`
+ * held it, armed the watch; watches fire once, the next acquire arms another). When the session whose
+ * watch fired still waits for the name (refused, and neither granted, released nor withdrawn since),
+ * the backend tries for the lease on that session at once from the event (create and read, one round
+ * trip, what the candidate's acquire would send) and pushes a win as `Granted { name, to, token }`:
+ * the client adopts it under the same rules as any hand-off, or gives it back if no candidate wants it
+ * any more; a loss leaves the session waiting with a new watch. That saves the client's turn through
+ * its loop and a backend call between the release and the waiter's create. `GroupChanged { group }`
  * on the child event of a group watched by a member session or read by `members` (re-armed with a
  * fresh read after it fires), and from this backend's own join, leave and close. After a reconnect the
  * client library re-registers the watches; the backend also emits a hint for every watched name, so a
@@ -122,7 +130,7 @@ import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from
 import * as Simba from "../../Simba.js"
 import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
 import { config, resolve, type Settings, type ZookeeperOptions } from "./options.js"
-import { drop, hold, membersKey, open, type Paths, paths as pathsOf, pipeline, type Reply, type Session, tokenOf } from "./session.js"
+import { drop, hold, membersKey, open, type Paths, paths as pathsOf, pipeline, type Reply, sendAll, type Session, tokenOf } from "./session.js"
 
 export { config, type ZookeeperOptions } from "./options.js"
 
@@ -163,10 +171,12 @@ export const make = (
     const paths = pathsOf(settings)
     const hub = yield* Effect.acquireRelease(PubSub.unbounded<Hint>(), PubSub.shutdown)
     const sessions = new Map<string, Session>()
+    const emit = (hint: Hint) => {
+      hub.unsafeOffer(hint)
+    }
     const events = {
-      emit: (hint: Hint) => {
-        hub.unsafeOffer(hint)
-      },
+      emit,
+      released: onReleased(paths, emit),
       ended: (session: Session) => {
         sessions.delete(session.id)
       }
@@ -271,6 +281,81 @@ const ensureRoot = (session: Session, settings: Settings): Effect.Effect<void, B
   )
 }
 
+/**
+ * Reads the node of `name` with a watch and settles what it says for the session, in the callback
+ * (so the cache is right before any later event): its own node is held, another's or none is not.
+ * `wait`: the read follows the session's own create (an acquire), so another's node means the session
+ * now waits for the name (see `Session.waiting`).
+ */
+const settleLease = (session: Session, paths: Paths, name: string, wait: boolean) =>
+(done: (rc: number, message: string, stat: Stat | null) => void) => {
+  session.watchedLeases.add(name)
+  return session.handle.a_exists(paths.lease(name), true, (rc, message, stat) => {
+    if (rc === Rc.ok && stat !== null) {
+      session.uncertain.delete(name)
+      if (stat.ephemeralOwner === session.id) {
+        const token = tokenOf("acquire", stat)
+        if (typeof token === "bigint") hold(session, name, token)
+        session.waiting.delete(name)
+      } else {
+        drop(session, name)
+        if (wait) session.waiting.add(name)
+      }
+    } else if (rc === Rc.noNode) {
+      session.uncertain.delete(name)
+      drop(session, name)
+      session.waiting.delete(name)
+    }
+    done(rc, message, stat)
+  })
+}
+
+/** What one try for a lease (create and read, one round trip) says. */
+type LeaseTry =
+  | { readonly _tag: "Granted"; readonly token: bigint }
+  | { readonly _tag: "HeldBy"; readonly token: bigint }
+  /** Gone between the create and the read: free now. */
+  | { readonly _tag: "Gone" }
+  /** The node's `czxid` is beyond what the addon gives exactly (see `tokenOf`). */
+  | { readonly _tag: "Refused"; readonly error: BackendError }
+  | { readonly _tag: "Failed"; readonly reply: Reply<unknown> }
+
+/** Creates the ephemeral node of `name` and reads it, pipelined; `settled` gets what they say. */
+const tryLease = (session: Session, paths: Paths, name: string, settled: (result: LeaseTry) => void): void =>
+  sendAll<unknown>([
+    (done) =>
+      session.handle.a_create(paths.lease(name), "", ephemeral, (rc, message, path) => {
+        // Applied or not? Only a read can tell: the next renewal (or acquire) settles it.
+        if (rc === Rc.connectionLoss || rc === Rc.operationTimeout) session.uncertain.add(name)
+        done(rc, message, path)
+      }),
+    settleLease(session, paths, name, true)
+  ], ([created, read]) => {
+    if (read!.rc === Rc.ok && read!.value !== undefined && read!.value !== null) {
+      const stat = read!.value as Stat
+      const token = tokenOf("acquire", stat)
+      if (typeof token !== "bigint") return settled({ _tag: "Refused", error: token })
+      return settled(stat.ephemeralOwner === session.id ? { _tag: "Granted", token } : { _tag: "HeldBy", token })
+    }
+    if (read!.rc === Rc.noNode && (created!.rc === Rc.ok || created!.rc === Rc.nodeExists)) return settled({ _tag: "Gone" })
+    return settled({ _tag: "Failed", reply: created!.rc !== Rc.ok && created!.rc !== Rc.nodeExists ? created! : read! })
+  })
+
+/**
+ * The watched lease node of `name` was deleted. A session that waits for it tries for it at once, as
+ * its candidate would on `Released`, but without the client's turn through its loop and a backend
+ * call: a win is pushed as a `Granted` hint (the engine adopts it if a candidate still wants it and
+ * gives it back otherwise), a loss leaves the session waiting with a new watch. Anything else is a
+ * `Released` hint, and the client tries itself.
+ */
+const onReleased = (paths: Paths, emit: (hint: Hint) => void) => (session: Session, name: string): void => {
+  if (!session.waiting.delete(name) || session.ended || !session.connected) return emit(Hint.Released({ name }))
+  tryLease(session, paths, name, (result) => {
+    if (result._tag === "Granted") emit(Hint.Granted({ name, to: session.id, token: result.token }))
+    else if (result._tag !== "HeldBy") emit(Hint.Released({ name }))
+  })
+}
+
 const makeOperations = (
   settings: Settings,
   paths: Paths,
@@ -299,26 +384,6 @@ const makeOperations = (
   const failed = <A, E>(session: Session, operation: string, reply: Reply<unknown>, onEnded: Effect.Effect<A, E>) =>
     session.ended || isSessionGone(reply.rc) ? onEnded : Effect.fail(fail(operation, reply))
 
-  /** Reads the node of `name` with a watch and settles what it says for the session (in the callback). */
-  const settleLease = (session: Session, name: string) => (done: (rc: number, message: string, stat: Stat | null) => void) => {
-    session.watchedLeases.add(name)
-    return session.handle.a_exists(paths.lease(name), true, (rc, message, stat) => {
-      if (rc === Rc.ok && stat !== null) {
-        session.uncertain.delete(name)
-        if (stat.ephemeralOwner === session.id) {
-          const token = tokenOf("acquire", stat)
-          if (typeof token === "bigint") hold(session, name, token)
-        } else {
-          drop(session, name)
-        }
-      } else if (rc === Rc.noNode) {
-        session.uncertain.delete(name)
-        drop(session, name)
-      }
-      done(rc, message, stat)
-    })
-  }
-
   const expiredAcquire = Effect.succeed(AcquireReply.Expired())
   const expiredRenewal = Effect.succeed(KeepAliveReply.Expired())
   const expiredJoin = Effect.succeed<LeaseBackend.JoinReply>("Expired")
@@ -326,35 +391,27 @@ const makeOperations = (
   const acquire = (sessionId: string, name: string) =>
     onSession("acquire", sessionId, expiredAcquire, (session) =>
       Effect.flatMap(
-        pipeline<unknown>([
-          (done) =>
-            session.handle.a_create(paths.lease(name), "", ephemeral, (rc, message, path) => {
-              // Applied or not? Only a read can tell: the next renewal (or acquire) settles it.
-              if (rc === Rc.connectionLoss || rc === Rc.operationTimeout) session.uncertain.add(name)
-              done(rc, message, path)
-            }),
-          settleLease(session, name)
-        ]),
-        ([created, read]): Effect.Effect<LeaseBackend.AcquireReply, BackendError> => {
-          if (read!.rc === Rc.ok && read!.value !== undefined && read!.value !== null) {
-            const stat = read!.value as Stat
-            const token = tokenOf("acquire", stat)
-            if (typeof token !== "bigint") return Effect.fail(token)
-            return Effect.succeed(
-              stat.ephemeralOwner === session.id
-                ? AcquireReply.Granted({ token })
-                : AcquireReply.HeldBy({ token, remaining: undefined })
-            )
+        Effect.async<LeaseTry>((resume) => tryLease(session, paths, name, (result) => resume(Effect.succeed(result)))),
+        (result): Effect.Effect<LeaseBackend.AcquireReply, BackendError> => {
+          switch (result._tag) {
+            case "Granted":
+              return Effect.succeed(AcquireReply.Granted({ token: result.token }))
+            case "HeldBy":
+              return Effect.succeed(AcquireReply.HeldBy({ token: result.token, remaining: undefined }))
+            case "Gone":
+              // Gone between the create and the read (released, or deleted by someone else): free now.
+              events.emit(Hint.Released({ name }))
+              return Effect.succeed(AcquireReply.HeldBy({ token: undefined, remaining: undefined }))
+            case "Refused":
+              return Effect.fail(result.error)
+            case "Failed":
+              return failed(session, "acquire", result.reply, expiredAcquire)
           }
-          if (read!.rc === Rc.noNode && (created!.rc === Rc.ok || created!.rc === Rc.nodeExists)) {
-            // Gone between the create and the read (released, or deleted by someone else): free now.
-            events.emit(Hint.Released({ name }))
-            return Effect.succeed(AcquireReply.HeldBy({ token: undefined, remaining: undefined }))
-          }
-          const bad = created!.rc !== Rc.ok && created!.rc !== Rc.nodeExists ? created! : read!
-          return failed(session, "acquire", bad, expiredAcquire)
         }
       ))
+
+  // Local only: the session no longer answers a release of `name` with an acquire of its own.
+  const withdraw = (sessionId: string, name: string) => Effect.sync(() => void sessions.get(sessionId)?.waiting.delete(name))
 
   /**
    * Deletes the lease nodes of `held` (name and token, each from the session's cache) in one
@@ -388,7 +445,7 @@ const makeOperations = (
         const uncertain = [...session.uncertain]
         const replies = yield* pipeline<unknown>([
           (done) => session.handle.a_exists(settings.root, false, done),
-          ...uncertain.map((name) => settleLease(session, name)),
+          ...uncertain.map((name) => settleLease(session, paths, name, false)),
           ...groups.map((group) => (done: (rc: number, message: string, value: unknown) => void) =>
             session.handle.a_get_children(paths.group(group), true, done)
           )
@@ -502,7 +559,7 @@ const makeOperations = (
       )
     })
 
-  return { acquire, release, keepAlive, join, leave, members, closeSession }
+  return { acquire, release, withdraw, keepAlive, join, leave, members, closeSession }
 }
 
 /** The ZooKeeper backend as a layer; every session it opened is closed when the layer's scope closes. */

@@ -37,6 +37,11 @@ export interface Session {
   /** Lease names with a watch on this session (from acquires): a hint for each after a reconnect. */
   readonly watchedLeases: Set<string>
   /**
+   * Lease names this session was refused (`HeldBy`) and still waits for: not granted, released or
+   * withdrawn since. The watch event of such a name's release is answered with an acquire at once.
+   */
+  readonly waiting: Set<string>
+  /**
    * Groups with a child watch on this session that is re-armed after it fires, with their members as
    * last read by the join or a re-arm (sorted, comma-joined).
    */
@@ -110,6 +115,8 @@ export const tokenOf = (operation: string, stat: Stat): bigint | BackendError =>
 /** What the event handlers of a session do outside it. */
 export interface Events {
   readonly emit: (hint: Hint) => void
+  /** The watched lease node of `name` was deleted (default: a `Released` hint). */
+  readonly released?: ((session: Session, name: string) => void) | undefined
   /** The session ended on its own (expiry, or the addon closed it). */
   readonly ended: (session: Session) => void
 }
@@ -161,6 +168,7 @@ export const open = (
             groups: new Set(),
             uncertain: new Set(),
             watchedLeases: new Set(),
+            waiting: new Set(),
             watchedGroups: new Map(),
             lastRenewalMillis: 0
           }
@@ -202,7 +210,8 @@ export const open = (
         if (name === undefined || session === undefined) return
         drop(session, name)
         session.watchedLeases.delete(name)
-        events.emit(Hint.Released({ name }))
+        if (events.released !== undefined) events.released(session, name)
+        else events.emit(Hint.Released({ name }))
       })
       const rewatch = (_handle: unknown, path: string) => {
         // `created`: free when read, taken since; `changed`: still there. Watch it again, to hear
@@ -270,16 +279,19 @@ export type Request<A> = (done: (rc: number, message: string, value: A) => void)
  * still updates the cache).
  */
 export const pipeline = <A>(requests: ReadonlyArray<Request<A>>): Effect.Effect<ReadonlyArray<Reply<A>>> =>
-  Effect.async<ReadonlyArray<Reply<A>>>((resume) => {
-    const replies: Array<Reply<A>> = new Array(requests.length)
-    let pending = requests.length
-    if (pending === 0) return resume(Effect.succeed(replies))
-    const settle = (i: number, reply: Reply<A>) => {
-      replies[i] = reply
-      if (--pending === 0) resume(Effect.succeed(replies))
-    }
-    requests.forEach((request, i) => {
-      const sent = request((rc, message, value) => settle(i, { rc, message, value }))
-      if (sent !== Rc.ok) settle(i, { rc: sent, message: "not sent", value: undefined })
-    })
+  Effect.async<ReadonlyArray<Reply<A>>>((resume) => sendAll(requests, (replies) => resume(Effect.succeed(replies))))
+
+/** `pipeline` with a plain callback, for a request made from an event handler. */
+export const sendAll = <A>(requests: ReadonlyArray<Request<A>>, onReplies: (replies: ReadonlyArray<Reply<A>>) => void): void => {
+  const replies: Array<Reply<A>> = new Array(requests.length)
+  let pending = requests.length
+  if (pending === 0) return onReplies(replies)
+  const settle = (i: number, reply: Reply<A>) => {
+    replies[i] = reply
+    if (--pending === 0) onReplies(replies)
+  }
+  requests.forEach((request, i) => {
+    const sent = request((rc, message, value) => settle(i, { rc, message, value }))
+    if (sent !== Rc.ok) settle(i, { rc: sent, message: "not sent", value: undefined })
   })
+}
