@@ -11,10 +11,11 @@
  * delivery, resurrection, liveness), not the engine rules R1-R4, to show which mutations the
  * headline properties catch on their own.
  *
- * Each mutation copies `src/Engine.ts` to a temporary module with one rule broken by string
- * replacement (the script fails if the engine's text no longer matches, so a mutation never silently
- * becomes a no-op), points its imports back at `src/`, and runs seeds 1, 2, ... against it until the
- * first violation. `src/Engine.ts` itself is never modified.
+ * Each mutation copies the engine (`src/Engine.ts` and its modules `src/engine/*.ts`) to a temporary
+ * folder with one rule broken by string replacement (each edit's text must occur exactly once across
+ * the engine's files, so a mutation never silently becomes a no-op), points the copy's other imports
+ * back at `src/`, and runs seeds 1, 2, ... against it until the first violation. The sources are
+ * never modified.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -91,6 +92,10 @@ export const mutations: ReadonlyArray<Mutation> = [
     edits: [[
       "  giveBack(s, sessionId, name, token)\n}",
       "  call(s, { _tag: \"Release\", sessionId, name, token })\n}"
+    ], [
+      // `unaskedLease` (engine/hints.ts) does not otherwise call `call`.
+      'import { setStatus, type Mutable, type Step } from "./context.js"',
+      'import { call, setStatus, type Mutable, type Step } from "./context.js"'
     ]]
   },
   {
@@ -129,20 +134,42 @@ export const mutations: ReadonlyArray<Mutation> = [
 const here = path.dirname(fileURLToPath(import.meta.url))
 const src = path.resolve(here, "../../src")
 
-/** Writes the mutant next to nothing in the repository; returns its path. */
+/** The engine's files, relative to `src/`: the entry and its modules. */
+const engineFiles = (): ReadonlyArray<string> => [
+  "Engine.ts",
+  ...fs.readdirSync(path.join(src, "engine")).filter((f) => f.endsWith(".ts")).sort().map((f) => `engine/${f}`)
+]
+
+/** Points a copied engine file's imports of the rest of `src/` back at `src/` (its own modules stay copies). */
+const pointImportsAtSrc = (file: string, text: string): string => {
+  const inEngine = file.startsWith("engine/")
+  const outside = inEngine ? /from "\.\.\/([A-Za-z]+)\.js"/g : /from "\.\/([A-Za-z]+)\.js"/g
+  return text.replace(outside, (_, module: string) => `from ${JSON.stringify(path.join(src, `${module}.ts`))}`)
+}
+
+/** Writes the mutant next to nothing in the repository; returns the path of its `Engine.ts`. */
 export const writeMutant = (mutation: Mutation, dir: string): string => {
-  let text = fs.readFileSync(path.join(src, "Engine.ts"), "utf8")
+  const texts = new Map(engineFiles().map((file) => [file, fs.readFileSync(path.join(src, file), "utf8")]))
   for (const [from, to] of mutation.edits) {
-    const at = text.indexOf(from)
-    if (at < 0 || text.indexOf(from, at + 1) >= 0) {
-      throw new Error(`mutation ${mutation.name}: expected exactly one occurrence of:\n${from}`)
+    const hits = Array.from(texts).flatMap(([file, text]) => {
+      const at = text.indexOf(from)
+      return at < 0 ? [] : text.indexOf(from, at + 1) >= 0 ? [file, file] : [file]
+    })
+    if (hits.length !== 1) {
+      throw new Error(`mutation ${mutation.name}: expected exactly one occurrence in the engine's files of:\n${from}`)
     }
-    text = text.slice(0, at) + to + text.slice(at + from.length)
+    const file = hits[0]!
+    const text = texts.get(file)!
+    const at = text.indexOf(from)
+    texts.set(file, text.slice(0, at) + to + text.slice(at + from.length))
   }
-  text = text.replace(/from "\.\/([A-Za-z]+)\.js"/g, (_, module: string) => `from ${JSON.stringify(path.join(src, `${module}.ts`))}`)
-  const file = path.join(dir, `Engine.${mutation.name}.ts`)
-  fs.writeFileSync(file, `// MUTANT (${mutation.name}): ${mutation.description}\n${text}`)
-  return file
+  const root = path.join(dir, mutation.name)
+  fs.mkdirSync(path.join(root, "engine"), { recursive: true })
+  for (const [file, text] of texts) {
+    const banner = `// MUTANT (${mutation.name}): ${mutation.description}\n`
+    fs.writeFileSync(path.join(root, file), banner + pointImportsAtSrc(file, text))
+  }
+  return path.join(root, "Engine.ts")
 }
 
 interface Outcome {

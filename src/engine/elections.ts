@@ -1,0 +1,380 @@
+// Elections and locks: candidacy, acquire replies, terms, stop / step-down / handover (rules 1, 2, 5, 6).
+import * as Session from "../Session.js"
+import { SimbaEvent } from "../SimbaEvent.js"
+import type { RevokeReason } from "../Term.js"
+import { maybeFinishClose } from "./close.js"
+import {
+  arm,
+  call,
+  complete,
+  cooldownKey,
+  disarm,
+  failed,
+  handoverKey,
+  nextId,
+  notAcquired,
+  ok,
+  publish,
+  random,
+  retryKey,
+  setStatus,
+  type Mutable,
+  type Step
+} from "./context.js"
+import { maybeFinishLeave } from "./partitions.js"
+import { sessionLost, sessionUsable } from "./session.js"
+import { observe, quietUntil, retireName, reviveName } from "./tokens.js"
+import type { ElectionState, Event, Outcome, Request } from "./types.js"
+
+export const newElection = (
+  s: Step,
+  fields: Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork">
+): Mutable<ElectionState> => {
+  const e: Mutable<ElectionState> = {
+    ...fields,
+    status: "CANDIDATE",
+    attempt: undefined,
+    hinted: false,
+    seenToken: undefined,
+    queuedAs: undefined,
+    term: undefined,
+    cooldownUntil: 0,
+    afterHandover: "stop",
+    waiters: []
+  }
+  s.elections.set(e.handle, e)
+  reviveName(s, e.name)
+  return e
+}
+
+export const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
+  const refuse = (outcome: Outcome): void => {
+    complete(s, ev.completion, outcome)
+    if (ev.tryCompletion !== undefined) complete(s, ev.tryCompletion, outcome)
+  }
+  if (s.closing !== undefined) return refuse({ _tag: "Closed" })
+  const same = Array.from(s.elections.values()).filter((e) => e.name === ev.name)
+  if (same.length > 0 && !(ev.kind === "lock" && same.every((e) => e.kind === "lock"))) {
+    return refuse({ _tag: "AlreadyStarted", name: ev.name })
+  }
+  // A try-lock never queues: a lock of this client holds or wants the name.
+  if (same.length > 0 && ev.tryCompletion !== undefined) {
+    complete(s, ev.completion, ok)
+    return complete(s, ev.tryCompletion, notAcquired)
+  }
+  const e = newElection(s, {
+    handle: ev.handle,
+    name: ev.name,
+    kind: ev.kind,
+    group: undefined,
+    partition: undefined,
+    hasWork: ev.hasWork
+  })
+  e.tryCompletion = ev.tryCompletion
+  complete(s, ev.completion, ok)
+  if (same.length > 0) {
+    // Locks of one name in one client queue FIFO (handles are allocated in call order).
+    e.status = "QUEUED"
+    return
+  }
+  publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "CANDIDATE" }))
+  tryAcquire(s, e)
+}
+
+export const tryAcquire = (s: Step, e: Mutable<ElectionState>): void => {
+  if (e.status !== "CANDIDATE" || e.attempt !== undefined || !sessionUsable(s) || s.session.id === undefined) return
+  if (s.session.status !== "LIVE") return
+  // Rule 7: after a regression, no acquire of the name until the quiet period is over.
+  const quiet = quietUntil(s, e.name)
+  // A try-lock does not wait for it: not acquired.
+  if (s.now < quiet) return e.tryCompletion !== undefined ? remove(s, e) : arm(s, retryKey(e.handle), quiet)
+  disarm(s, retryKey(e.handle))
+  e.hinted = false
+  e.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })
+}
+
+export const scheduleRetry = (s: Step, e: Mutable<ElectionState>, sentAt: number, holderRemaining?: number): void => {
+  let at = s.now + Session.candidateRetry(s.timing, random(s))
+  if (holderRemaining !== undefined) {
+    at = Math.min(at, Session.afterHolderExpiry(s.timing, sentAt, holderRemaining, random(s)))
+  }
+  arm(s, retryKey(e.handle), Math.max(at, quietUntil(s, e.name)))
+}
+
+export const onAcquire = (
+  s: Step,
+  ev: Extract<Event, { _tag: "Reply" }>,
+  request: Extract<Request, { _tag: "Acquire" }>
+): void => {
+  const response = ev.response
+  const e = Array.from(s.elections.values()).find((x) => x.attempt === ev.requestId)
+  if (e === undefined) {
+    // Rule 1: a reply to an abandoned attempt that won a lease gives it back, unless a term of ours holds
+    // that very lease: acquire is idempotent, so an abandoned attempt and the one that replaced it can
+    // both be granted the same token, and releasing it would free the current term's lease.
+    if (response._tag === "Granted") {
+      const { token } = response
+      const ours = Array.from(s.elections.values()).some((x) =>
+        x.name === request.name && x.term?.sessionId === request.sessionId && x.term.token === token
+      )
+      if (!ours) giveBack(s, request.sessionId, request.name, token)
+    } else if (response._tag === "HeldBy" && request.sessionId === s.session.id && !wanted(s, request.name)) {
+      // An abandoned attempt may have queued the session after the election withdrew: withdraw again.
+      call(s, { _tag: "Withdraw", sessionId: request.sessionId, name: request.name })
+    }
+    return
+  }
+  e.attempt = undefined
+  // A try-lock's one attempt: anything but an adopted grant ends it.
+  const retry = e.tryCompletion === undefined
+  switch (response._tag) {
+    case "Granted": {
+      const current = request.sessionId === s.session.id && sessionUsable(s)
+      observe(s, e.name, response.token, request.sessionId, ev.requestId)
+      if (current && aboveReleased(s, e.name, response.token) && s.now >= quietUntil(s, e.name)) {
+        return adopt(s, e, response.token)
+      }
+      giveBack(s, request.sessionId, request.name, response.token)
+      return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
+    }
+    case "HeldBy":
+      if (response.token !== undefined) observe(s, e.name, response.token, undefined, ev.requestId)
+      see(e, response.token)
+      e.queuedAs = request.sessionId
+      // A try-lock ends here; `remove` withdraws the waiter the HeldBy may have queued.
+      if (!retry) return remove(s, e)
+      if (e.hinted) return tryAcquire(s, e)
+      return scheduleRetry(s, e, ev.sentAt, response.remaining)
+    case "Expired":
+      if (request.sessionId === s.session.id) sessionLost(s, "SESSION_EXPIRED")
+      if (!retry && s.elections.has(e.handle)) remove(s, e)
+      return
+    default:
+      failed(s, "acquire", response._tag === "Failed" ? response.error : response._tag)
+      return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
+  }
+}
+
+export const see = (e: Mutable<ElectionState>, token: bigint | undefined): void => {
+  if (token !== undefined && (e.seenToken === undefined || token > e.seenToken)) e.seenToken = token
+}
+
+export const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
+  const sessionId = s.session.id as string
+  const termId = nextId(s)
+  observe(s, e.name, token, sessionId)
+  see(e, token)
+  e.queuedAs = undefined
+  e.term = {
+    termId,
+    token,
+    sessionId,
+    sessionSeq: s.session.seq,
+    adoptedSeq: termId,
+    workRunning: e.hasWork,
+    revoked: false
+  }
+  disarm(s, retryKey(e.handle))
+  s.effects.push({
+    _tag: "Elected",
+    handle: e.handle,
+    termId,
+    name: e.name,
+    token,
+    sessionId,
+    sessionSeq: s.session.seq,
+    kind: e.kind,
+    group: e.group,
+    partition: e.partition,
+    hasWork: e.hasWork
+  })
+  publish(s, SimbaEvent.Elected({ name: e.name, token }), e.kind)
+  setStatus(s, e, "LEADER")
+  if (e.tryCompletion !== undefined) {
+    complete(s, e.tryCompletion, ok)
+    e.tryCompletion = undefined
+  }
+}
+
+/** Rule 2, first half: revoke (exactly once per term). */
+export const revoke = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
+  const term = e.term
+  if (term === undefined || term.revoked) return
+  e.term = { ...term, revoked: true }
+  s.effects.push({ _tag: "Revoked", handle: e.handle, termId: term.termId, name: e.name, token: term.token, reason })
+  publish(s, SimbaEvent.Revoked({ name: e.name, token: term.token, reason }), e.kind)
+}
+
+/** Rule 2, second half: release with the term's token, after revocation. */
+export const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
+  const term = e.term
+  if (term === undefined) return
+  e.term = undefined
+  giveBack(s, term.sessionId, e.name, term.token)
+}
+
+/**
+ * Releases a lease and, for the current session, records its token (rule 1): the release may reach
+ * the backend after a retried acquire that the backend answers with the same token (acquire is
+ * idempotent), and adopting that grant would make a term of a lease the late release then frees.
+ */
+export const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
+  observe(s, name, token, sessionId)
+  // A renewal reply or a pushed grant may still name this token later: never adopt it then.
+  for (const e of s.elections.values()) {
+    if (e.name === name) see(e, token)
+  }
+  if (sessionId === s.session.id && aboveReleased(s, name, token)) writableReleased(s).set(name, token)
+  call(s, { _tag: "Release", sessionId, name, token })
+}
+
+/** `token` is above the last token of `name` this session released (rule 1), or none was released. */
+export const aboveReleased = (s: Step, name: string, token: bigint): boolean => {
+  const released = s.released.get(name)
+  return released === undefined || token > released
+}
+
+/** Copy-on-write: most steps never touch the released tokens. */
+export const writableReleased = (s: Step): Map<string, bigint> => {
+  if (s.releasedCopied) return s.released as Map<string, bigint>
+  const copy = new Map(s.released)
+  s.released = copy
+  s.releasedCopied = true
+  return copy
+}
+
+/**
+ * An election stops wanting its name (stopped, timed out, interrupted, closing, cooling down) while a
+ * `HeldBy` may have left its session in the backend's waiter queue: tell the backend, so the queue
+ * does not keep a waiter that no longer waits. Not while another election of this client still wants
+ * the name (a queued lock inherits the session's place), nor when the election holds the lease.
+ */
+export const withdraw = (s: Step, e: Mutable<ElectionState>): void => {
+  const sessionId = e.queuedAs
+  e.queuedAs = undefined
+  // A waiter of an earlier session leaves with it (the backend skips waiters whose session is gone).
+  if (sessionId === undefined || sessionId !== s.session.id || e.term !== undefined) return
+  if (wanted(s, e.name, e)) return
+  call(s, { _tag: "Withdraw", sessionId, name: e.name })
+}
+
+/** Whether an election of this client other than `except` still wants (or holds) `name`. */
+export const wanted = (s: Step, name: string, except?: ElectionState): boolean => {
+  for (const e of s.elections.values()) {
+    if (e !== except && e.name === name && e.status !== "COOLDOWN") return true
+  }
+  return false
+}
+
+/** Involuntary loss: revoke at once, do not wait for the work, go back to candidacy (locks end). */
+export const loseTerm = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
+  revoke(s, e, reason)
+  e.term = undefined
+  if (e.status === "HANDOVER") return finishHandover(s, e)
+  if (e.kind === "lock") return remove(s, e)
+  setStatus(s, e, "CANDIDATE")
+  if (reason === "TAKEN_OVER") scheduleRetry(s, e, s.now)
+}
+
+export const stop = (s: Step, handle: number, completion: number): void => {
+  const e = s.elections.get(handle)
+  if (e === undefined) return complete(s, completion, ok)
+  e.waiters = [...e.waiters, completion]
+  beginStop(s, e, "stop", "STOPPED")
+}
+
+/** Voluntary end of a term (rule 5): with running work, hold the lease until it exits or the deadline. */
+export const beginStop = (
+  s: Step,
+  e: Mutable<ElectionState>,
+  after: "stop" | "cooldown",
+  reason: "STOPPED" | "STEPPED_DOWN"
+): void => {
+  switch (e.status) {
+    case "HANDOVER":
+      if (after === "stop") e.afterHandover = "stop"
+      return
+    case "LEADER": {
+      revoke(s, e, reason)
+      if (e.term?.workRunning === true && sessionUsable(s)) {
+        e.afterHandover = after
+        setStatus(s, e, "HANDOVER")
+        return arm(s, handoverKey(e.handle), s.session.deadline)
+      }
+      releaseLease(s, e)
+      return after === "stop" ? remove(s, e) : enterCooldown(s, e)
+    }
+    default:
+      return after === "stop" ? remove(s, e) : enterCooldown(s, e)
+  }
+}
+
+export const stepDown = (s: Step, handle: number, cooldown: number, completion: number): void => {
+  const e = s.elections.get(handle)
+  if (e === undefined) return complete(s, completion, ok)
+  e.cooldownUntil = Math.max(e.cooldownUntil, s.now + Math.max(0, cooldown))
+  e.waiters = [...e.waiters, completion]
+  beginStop(s, e, "cooldown", "STEPPED_DOWN")
+}
+
+export const enterCooldown = (s: Step, e: Mutable<ElectionState>): void => {
+  withdraw(s, e)
+  e.attempt = undefined
+  e.hinted = false
+  disarm(s, retryKey(e.handle))
+  setStatus(s, e, "COOLDOWN")
+  arm(s, cooldownKey(e.handle), e.cooldownUntil)
+  completeWaiters(s, e)
+}
+
+export const completeWaiters = (s: Step, e: Mutable<ElectionState>): void => {
+  for (const completion of e.waiters) complete(s, completion, ok)
+  e.waiters = []
+}
+
+export const finishHandover = (s: Step, e: Mutable<ElectionState>): void => {
+  disarm(s, handoverKey(e.handle))
+  releaseLease(s, e)
+  if (e.afterHandover === "stop") return remove(s, e)
+  enterCooldown(s, e)
+}
+
+export const workExited = (s: Step, handle: number, termId: number, stepDown: number | undefined): void => {
+  const e = s.elections.get(handle)
+  if (e === undefined || e.term === undefined || e.term.termId !== termId) return
+  e.term = { ...e.term, workRunning: false }
+  if (e.status === "HANDOVER") return finishHandover(s, e)
+  // Failed work ends its own term only: a later term of the same election is not touched.
+  if (stepDown !== undefined && e.status === "LEADER") {
+    e.cooldownUntil = Math.max(e.cooldownUntil, s.now + Math.max(0, stepDown))
+    beginStop(s, e, "cooldown", "STEPPED_DOWN")
+  }
+}
+
+/** Removes an election for good (its lease, if any, was released before). */
+export const remove = (s: Step, e: Mutable<ElectionState>): void => {
+  revoke(s, e, "STOPPED")
+  if (e.term !== undefined) releaseLease(s, e)
+  e.attempt = undefined
+  disarm(s, retryKey(e.handle))
+  disarm(s, cooldownKey(e.handle))
+  disarm(s, handoverKey(e.handle))
+  s.elections.delete(e.handle)
+  withdraw(s, e)
+  retireName(s, e.name)
+  if (e.status !== "QUEUED") publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "STOPPED" }))
+  completeWaiters(s, e)
+  if (e.tryCompletion !== undefined) complete(s, e.tryCompletion, s.closing === undefined ? notAcquired : { _tag: "Closed" })
+  if (e.kind === "lock" && e.status !== "QUEUED") {
+    const next = Array.from(s.elections.values()).find((x) => x.name === e.name && x.status === "QUEUED")
+    if (next !== undefined) {
+      setStatus(s, next, "CANDIDATE")
+      tryAcquire(s, next)
+    }
+  }
+  if (e.group !== undefined) {
+    const g = Array.from(s.groups.values()).find((x) => x.group === e.group)
+    if (g !== undefined && g.leaving) maybeFinishLeave(s, g)
+  }
+  maybeFinishClose(s)
+}

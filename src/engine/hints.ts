@@ -1,0 +1,112 @@
+// Timers, and the backend's hints (released, pushed grants).
+import { setStatus, type Mutable, type Step } from "./context.js"
+import { aboveReleased, adopt, finishHandover, giveBack, tryAcquire } from "./elections.js"
+import { joinGroup, listMembers } from "./partitions.js"
+import { openSession, renew, sessionUsable } from "./session.js"
+import { aboveSeen, observe, quietUntil } from "./tokens.js"
+import type { ElectionState, HintEvent } from "./types.js"
+
+export const timer = (s: Step, key: string, id: number): void => {
+  if (s.timers.get(key) !== id) return // replaced or cancelled
+  s.timers.delete(key)
+  if (key === "renew") return renew(s)
+  if (key === "open") return s.session.id === undefined && s.session.opening === undefined ? openSession(s) : undefined
+  if (key === "deadline") return // checkDeadline already ran
+  const [kind, raw] = key.split(":")
+  const handle = Number(raw)
+  const e = s.elections.get(handle)
+  switch (kind) {
+    case "retry":
+      return e === undefined ? undefined : tryAcquire(s, e)
+    case "cooldown":
+      if (e === undefined || e.status !== "COOLDOWN") return
+      setStatus(s, e, "CANDIDATE")
+      return tryAcquire(s, e)
+    case "handover":
+      return e === undefined || e.status !== "HANDOVER" ? undefined : finishHandover(s, e)
+    case "join": {
+      const g = s.groups.get(handle)
+      return g === undefined ? undefined : joinGroup(s, g)
+    }
+  }
+}
+
+/**
+ * A name we lead was released or handed to someone else: the backend may have lost our session early
+ * (failover, eviction). Renew now instead of at the next period, so the term ends promptly.
+ */
+export const renewIfLeading = (s: Step, name: string): void => {
+  for (const e of s.elections.values()) {
+    if (e.name === name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
+      renew(s)
+      return
+    }
+  }
+}
+
+export const hint = (s: Step, h: HintEvent): void => {
+  if (h._tag === "Granted") return pushedGrant(s, h)
+  if (h._tag === "Released") {
+    renewIfLeading(s, h.name)
+    // Reserved for another session (FIFO hand-off): an acquire now would only be told HeldBy.
+    if (h.to !== undefined && h.to !== s.session.id) return
+    for (const e of s.elections.values()) {
+      if (e.name !== h.name || e.status !== "CANDIDATE") continue
+      if (e.attempt !== undefined) e.hinted = true
+      else tryAcquire(s, e)
+    }
+    return
+  }
+  for (const g of s.groups.values()) {
+    if (g.group === h.group) listMembers(s, g)
+  }
+}
+
+/**
+ * The backend handed a freed lease to a waiting session. For another session: a name we lead went to
+ * someone else, so renew now (as for `Released`). For ours: the candidate of that name retries right
+ * after its acquire in flight if it has one (the reply then carries the grant); otherwise see
+ * `unaskedLease`.
+ */
+export const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>): void => {
+  if (h.to !== s.session.id) {
+    observe(s, h.name, h.token, h.to)
+    return renewIfLeading(s, h.name)
+  }
+  let candidate: Mutable<ElectionState> | undefined
+  for (const e of s.elections.values()) {
+    if (e.name !== h.name) continue
+    // Already ours (a duplicate, or the reply of an acquire came first).
+    if (e.term !== undefined && e.term.sessionId === h.to && e.term.token === h.token) return
+    if (e.status === "CANDIDATE") candidate = e
+  }
+  if (candidate !== undefined && candidate.attempt !== undefined) {
+    candidate.hinted = true
+    return
+  }
+  // Adopted or given back: either records the token (rule 7).
+  unaskedLease(s, candidate, h.to, h.name, h.token)
+}
+
+/**
+ * A lease the session holds that no reply granted: handed to it by the backend's FIFO hand-off (a
+ * pushed grant, or one whose message was lost and that a renewal lists), or the leftover of an
+ * abandoned attempt. The waiting candidate adopts it only if the token is above every token of the
+ * name it has seen (a holder's in a `HeldBy`, its own terms': so never a late or duplicate message, or a
+ * renewal reply, about an earlier grant) and above any we released, and the session is live. Otherwise
+ * it is given back (a no-op on the backend when stale).
+ */
+export const unaskedLease = (
+  s: Step,
+  candidate: Mutable<ElectionState> | undefined,
+  sessionId: string,
+  name: string,
+  token: bigint
+): void => {
+  const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
+    aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
+  if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
+    return adopt(s, candidate, token)
+  }
+  giveBack(s, sessionId, name, token)
+}

@@ -1,0 +1,168 @@
+// Partition groups.
+import { partitionName } from "../LeaseName.js"
+import * as PartitionAssignment from "../PartitionAssignment.js"
+import * as Session from "../Session.js"
+import { SimbaEvent } from "../SimbaEvent.js"
+import { maybeFinishClose } from "./close.js"
+import {
+  arm,
+  call,
+  complete,
+  disarm,
+  failed,
+  joinKey,
+  nextId,
+  ok,
+  publish,
+  random,
+  type Mutable,
+  type Step
+} from "./context.js"
+import { beginStop, newElection, tryAcquire } from "./elections.js"
+import { sessionLost } from "./session.js"
+import type { Event, GroupState, Request, Response } from "./types.js"
+
+export const join = (s: Step, ev: Extract<Event, { _tag: "Join" }>): void => {
+  if (s.closing !== undefined) return complete(s, ev.completion, { _tag: "Closed" })
+  if (Array.from(s.groups.values()).some((g) => g.group === ev.group)) {
+    return complete(s, ev.completion, { _tag: "AlreadyStarted", name: ev.group })
+  }
+  const g: Mutable<GroupState> = {
+    handle: ev.handle,
+    group: ev.group,
+    partitions: ev.partitions,
+    joined: false,
+    joining: undefined,
+    listing: undefined,
+    members: [],
+    owned: [],
+    leaving: false,
+    waiters: []
+  }
+  s.groups.set(g.handle, g)
+  complete(s, ev.completion, ok)
+  joinGroup(s, g)
+}
+
+export const joinGroup = (s: Step, g: Mutable<GroupState>): void => {
+  if (g.joining !== undefined || g.leaving || s.session.status !== "LIVE" || s.session.id === undefined) return
+  disarm(s, joinKey(g.handle))
+  g.joining = call(s, { _tag: "Join", sessionId: s.session.id, group: g.group })
+}
+
+export const listMembers = (s: Step, g: Mutable<GroupState>): void => {
+  if (g.listing !== undefined || !g.joined || g.leaving) return
+  g.listing = call(s, { _tag: "Members", group: g.group })
+}
+
+export const onJoined = (s: Step, requestId: number, request: Extract<Request, { _tag: "Join" }>, response: Response): void => {
+  const g = Array.from(s.groups.values()).find((x) => x.joining === requestId)
+  if (g === undefined) return
+  g.joining = undefined
+  if (response._tag === "Joined") {
+    g.joined = true
+    return listMembers(s, g)
+  }
+  if (response._tag === "Expired") {
+    if (request.sessionId === s.session.id) sessionLost(s, "SESSION_EXPIRED")
+    return
+  }
+  failed(s, "join", response._tag === "Failed" ? response.error : response._tag)
+  arm(s, joinKey(g.handle), s.now + Session.candidateRetry(s.timing, random(s)))
+}
+
+export const onMembers = (s: Step, requestId: number, response: Response): void => {
+  const g = Array.from(s.groups.values()).find((x) => x.listing === requestId)
+  if (g === undefined) return
+  g.listing = undefined
+  if (response._tag === "MemberList") return applyView(s, g, response.members)
+  failed(s, "members", response._tag === "Failed" ? response.error : response._tag)
+}
+
+export const reconcileGroups = (
+  s: Step,
+  views: ReadonlyArray<{ readonly group: string; readonly members: ReadonlyArray<string> }>
+): void => {
+  const byGroup = new Map(views.map((v) => [v.group, v.members]))
+  for (const g of s.groups.values()) {
+    if (g.leaving || !g.joined) continue
+    const members = byGroup.get(g.group)
+    if (members === undefined) {
+      // The backend no longer lists us as a member: join again.
+      g.joined = false
+      joinGroup(s, g)
+    } else {
+      applyView(s, g, members)
+    }
+  }
+}
+
+export const sameList = <A>(a: ReadonlyArray<A>, b: ReadonlyArray<A>): boolean =>
+  a.length === b.length && a.every((x, i) => x === b[i])
+
+/** A new view of the group: lead the partitions we win, hand over the ones we lose. */
+export const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<string>): void => {
+  const me = s.session.id
+  if (me === undefined || g.leaving) return
+  const members = [...new Set(view.includes(me) ? view : [...view, me])].sort()
+  const owned = PartitionAssignment.owned(g.partitions, members, me)
+  const membersChanged = !sameList(members, g.members)
+  const ownedChanged = !sameList(owned, g.owned)
+  g.members = members
+  g.owned = owned
+  if (membersChanged) publish(s, SimbaEvent.GroupView({ group: g.group, members }))
+  if (!membersChanged && !ownedChanged) return
+  if (ownedChanged) publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: owned }))
+  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members, owned })
+  const mine = new Set(owned)
+  for (const e of Array.from(s.elections.values())) {
+    if (e.group !== g.group || e.partition === undefined) continue
+    if (!mine.has(e.partition)) beginStop(s, e, "stop", "STOPPED")
+  }
+  for (const partition of owned) {
+    const existing = Array.from(s.elections.values()).find((e) => e.group === g.group && e.partition === partition)
+    if (existing !== undefined) {
+      // Regained while handing it over: once the handover ends, compete again instead of stopping.
+      if (existing.status === "HANDOVER") existing.afterHandover = "cooldown"
+      continue
+    }
+    const e = newElection(s, {
+      // Shell handles are positive; the engine numbers the partition elections it creates negatively.
+      handle: -nextId(s),
+      name: partitionName(g.group, partition),
+      kind: "partition",
+      group: g.group,
+      partition,
+      hasWork: true
+    })
+    publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "CANDIDATE" }))
+    tryAcquire(s, e)
+  }
+}
+
+export const leave = (s: Step, handle: number, completion: number | undefined): void => {
+  const g = s.groups.get(handle)
+  if (g === undefined) return completion === undefined ? undefined : complete(s, completion, ok)
+  if (completion !== undefined) g.waiters = [...g.waiters, completion]
+  if (g.leaving) return
+  g.leaving = true
+  disarm(s, joinKey(g.handle))
+  for (const e of Array.from(s.elections.values())) {
+    if (e.group === g.group) beginStop(s, e, "stop", "STOPPED")
+  }
+  maybeFinishLeave(s, g)
+}
+
+export const maybeFinishLeave = (s: Step, g: Mutable<GroupState>): void => {
+  if (Array.from(s.elections.values()).some((e) => e.group === g.group)) return
+  if (!s.groups.delete(g.handle)) return
+  if (s.session.id !== undefined && s.closing === undefined) {
+    call(s, { _tag: "Leave", sessionId: s.session.id, group: g.group })
+  }
+  if (g.owned.length > 0) {
+    publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: [] }))
+  }
+  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members: [], owned: [] })
+  for (const completion of g.waiters) complete(s, completion, ok)
+  maybeFinishClose(s)
+}

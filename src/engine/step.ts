@@ -1,0 +1,139 @@
+// `step`: one event into the working copy, dispatched to the part of the engine it concerns.
+import { close, onClosed } from "./close.js"
+import { call, complete, copyEntries, failed, type Step } from "./context.js"
+import { onAcquire, start, stepDown, stop, workExited } from "./elections.js"
+import { hint, timer } from "./hints.js"
+import { join, leave, onJoined, onMembers } from "./partitions.js"
+import { checkDeadline, onKeepAlive, onOpened, openSession } from "./session.js"
+import { onReleased } from "./tokens.js"
+import type { Effect, Event, State } from "./types.js"
+
+export const step = (state: State, event: Event, now: number): readonly [State, ReadonlyArray<Effect>] => {
+  const s: Step = {
+    now,
+    timing: state.timing,
+    session: { ...state.session },
+    released: state.session.released,
+    releasedCopied: false,
+    tokens: state.tokens,
+    idleNames: state.idleNames,
+    tokensCopied: false,
+    elections: copyEntries(state.elections),
+    groups: copyEntries(state.groups),
+    timers: new Map(state.timers),
+    nextId: state.nextId,
+    rng: state.rng,
+    closing: state.closing === undefined ? undefined : [...state.closing],
+    closed: state.closed,
+    effects: []
+  }
+  checkDeadline(s)
+  handle(s, event)
+  const next: State = {
+    timing: state.timing,
+    session: { ...s.session, released: s.released },
+    tokens: s.tokens,
+    idleNames: s.idleNames,
+    elections: s.elections,
+    groups: s.groups,
+    timers: s.timers,
+    nextId: s.nextId,
+    rng: s.rng,
+    closing: s.closing,
+    closed: s.closed
+  }
+  return [next, s.effects]
+}
+
+export const handle = (s: Step, event: Event): void => {
+  if (s.closed) {
+    return afterClose(s, event)
+  }
+  switch (event._tag) {
+    case "Boot":
+      return openSession(s)
+    case "Start":
+      return start(s, event)
+    case "Stop":
+      return stop(s, event.handle, event.completion)
+    case "StepDown":
+      return stepDown(s, event.handle, event.cooldown, event.completion)
+    case "Timer":
+      return timer(s, event.key, event.id)
+    case "Reply":
+      return reply(s, event)
+    case "Hint":
+      return hint(s, event.hint)
+    case "WorkExited":
+      return workExited(s, event.handle, event.termId, event.stepDown)
+    case "Join":
+      return join(s, event)
+    case "Leave":
+      return leave(s, event.handle, event.completion)
+    case "Close":
+      return close(s, event.completion)
+  }
+}
+
+/** After `close` completed only late replies matter: a session or lease won too late is given back. */
+export const afterClose = (s: Step, event: Event): void => {
+  switch (event._tag) {
+    case "Start":
+    case "Join":
+      return complete(s, event.completion, { _tag: "Closed" })
+    case "Close":
+      // The session is closed but its CloseSession reply is still awaited: complete with the first close.
+      if (s.closing !== undefined && s.closing.length > 0) {
+        s.closing.push(event.completion)
+        return
+      }
+      return complete(s, event.completion, { _tag: "Ok" })
+    case "Stop":
+    case "StepDown":
+    case "Leave":
+      return complete(s, event.completion, { _tag: "Ok" })
+    case "Reply": {
+      const { request, response } = event
+      if (request._tag === "CloseSession") return onClosed(s, request)
+      if (request._tag === "OpenSession" && response._tag === "Opened") {
+        call(s, { _tag: "CloseSession", sessionId: response.sessionId })
+      } else if (request._tag === "Acquire" && response._tag === "Granted") {
+        call(s, { _tag: "Release", sessionId: request.sessionId, name: request.name, token: response.token })
+      }
+      return
+    }
+    default:
+      return
+  }
+}
+
+export const reply = (s: Step, ev: Extract<Event, { _tag: "Reply" }>): void => {
+  const { request, requestId, response, sentAt } = ev
+  switch (request._tag) {
+    case "OpenSession":
+      return onOpened(s, requestId, sentAt, response)
+    case "KeepAlive":
+      return onKeepAlive(s, requestId, sentAt, request, response)
+    case "Acquire":
+      return onAcquire(s, ev, request)
+    case "Join":
+      return onJoined(s, requestId, request, response)
+    case "Members":
+      return onMembers(s, requestId, response)
+    case "CloseSession":
+      return onClosed(s, request)
+    case "Release":
+      // A failed release is retried by rule 3 at the next renewal.
+      if (response._tag === "Failed") return failed(s, "release", response.error)
+      return onReleased(s, request)
+    case "Leave":
+      // A failed leave ends with the session.
+      if (response._tag === "Failed") failed(s, "leave", response.error)
+      return
+    case "Withdraw":
+      // A failed withdrawal leaves the session queued: a hand-off may then grant it the lease, which
+      // no election wants, so it is given back (see `unaskedLease`) and goes to the next waiter.
+      if (response._tag === "Failed") failed(s, "withdraw", response.error)
+      return
+  }
+}

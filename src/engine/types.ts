@@ -1,0 +1,298 @@
+// State, events and effects of the engine (re-exported by `src/Engine.ts`).
+import * as Session from "../Session.js"
+import type { ElectionStatus, SessionStatus, SimbaEvent } from "../SimbaEvent.js"
+import type { RevokeReason } from "../Term.js"
+
+export type Request =
+  | { readonly _tag: "OpenSession"; readonly ttl: number }
+  /** `known`: the lease-set version of the last renewal reply read (the reply omits an unchanged list). */
+  | { readonly _tag: "KeepAlive"; readonly sessionId: string; readonly ttl: number; readonly known?: string | undefined }
+  | { readonly _tag: "CloseSession"; readonly sessionId: string }
+  | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string }
+  | { readonly _tag: "Release"; readonly sessionId: string; readonly name: string; readonly token: bigint }
+  /** The session no longer waits for `name`: leave its waiter queue (fire-and-forget; the reply is ignored). */
+  | { readonly _tag: "Withdraw"; readonly sessionId: string; readonly name: string }
+  | { readonly _tag: "Join"; readonly sessionId: string; readonly group: string }
+  | { readonly _tag: "Leave"; readonly sessionId: string; readonly group: string }
+  | { readonly _tag: "Members"; readonly group: string }
+
+export type Response =
+  | { readonly _tag: "Opened"; readonly sessionId: string; readonly remaining: number }
+  | {
+    readonly _tag: "Live"
+    readonly remaining: number
+    /** The session's lease-set version (absent: a backend that does not version, always listing). */
+    readonly version?: string | undefined
+    /** The leases held; `undefined` when unchanged since the request's `known` version. */
+    readonly leases: ReadonlyArray<HeldLease> | undefined
+    readonly groups: ReadonlyArray<{ readonly group: string; readonly members: ReadonlyArray<string> }>
+  }
+  | { readonly _tag: "Expired" }
+  | { readonly _tag: "Granted"; readonly token: bigint }
+  | { readonly _tag: "HeldBy"; readonly token: bigint | undefined; readonly remaining: number | undefined }
+  | { readonly _tag: "Joined" }
+  | { readonly _tag: "MemberList"; readonly members: ReadonlyArray<string> }
+  | { readonly _tag: "Done" }
+  | { readonly _tag: "Failed"; readonly error: string }
+
+// ---------------------------------------------------------------------------------------------------
+// Events and effects
+// ---------------------------------------------------------------------------------------------------
+
+export type ElectionKind = "election" | "lock" | "partition"
+
+export type HintEvent =
+  | { readonly _tag: "Released"; readonly name: string; readonly to?: string | undefined }
+  | { readonly _tag: "Granted"; readonly name: string; readonly to: string; readonly token: bigint }
+  | { readonly _tag: "GroupChanged"; readonly group: string }
+
+export type Event =
+  | { readonly _tag: "Boot" }
+  | {
+    readonly _tag: "Start"
+    readonly handle: number
+    readonly name: string
+    readonly kind: "election" | "lock"
+    readonly hasWork: boolean
+    readonly completion: number
+    /**
+     * A try-lock: one acquire, no waiting. This completion answers `Ok` once the lock is held, or
+     * `NotAcquired` (and the lock is removed) after the first attempt fails for any reason.
+     */
+    readonly tryCompletion?: number | undefined
+  }
+  | { readonly _tag: "Stop"; readonly handle: number; readonly completion: number }
+  | { readonly _tag: "StepDown"; readonly handle: number; readonly cooldown: number; readonly completion: number }
+  | { readonly _tag: "Timer"; readonly key: string; readonly id: number }
+  | {
+    readonly _tag: "Reply"
+    readonly requestId: number
+    readonly sentAt: number
+    readonly request: Request
+    readonly response: Response
+  }
+  | { readonly _tag: "Hint"; readonly hint: HintEvent }
+  | {
+    readonly _tag: "WorkExited"
+    readonly handle: number
+    readonly termId: number
+    /**
+     * The work failed: give the term up (as a step-down, with handover already done since the work
+     * has exited) and stay out of the race for this many millis.
+     */
+    readonly stepDown?: number | undefined
+  }
+  | {
+    readonly _tag: "Join"
+    readonly handle: number
+    readonly group: string
+    readonly partitions: number
+    readonly completion: number
+  }
+  | { readonly _tag: "Leave"; readonly handle: number; readonly completion: number }
+  | { readonly _tag: "Close"; readonly completion: number }
+
+export type Outcome =
+  | { readonly _tag: "Ok" }
+  | { readonly _tag: "AlreadyStarted"; readonly name: string }
+  | { readonly _tag: "Closed" }
+  /** A try-lock's one attempt did not win the lease. */
+  | { readonly _tag: "NotAcquired" }
+
+export type Effect =
+  /** Perform a backend request; reply with a `Reply` event carrying `requestId`, `sentAt` and `request`. */
+  | {
+    readonly _tag: "Call"
+    readonly requestId: number
+    readonly sentAt: number
+    readonly timeout: number
+    readonly request: Request
+  }
+  /** Deliver `Timer { key, id }` at `at`, replacing any timer armed under `key`. */
+  | { readonly _tag: "Arm"; readonly key: string; readonly id: number; readonly at: number }
+  /** Cancel the timer armed under `key`. */
+  | { readonly _tag: "Disarm"; readonly key: string }
+  /** The local deadline of session incarnation `sessionSeq` is now `deadline`; its terms read it. */
+  | { readonly _tag: "Deadline"; readonly sessionSeq: number; readonly deadline: number }
+  | {
+    readonly _tag: "Elected"
+    readonly handle: number
+    readonly termId: number
+    readonly name: string
+    readonly token: bigint
+    readonly sessionId: string
+    readonly sessionSeq: number
+    readonly kind: ElectionKind
+    readonly group: string | undefined
+    readonly partition: number | undefined
+    /** Whether the engine waits for `WorkExited` of this term before a voluntary release. */
+    readonly hasWork: boolean
+  }
+  | {
+    readonly _tag: "Revoked"
+    readonly handle: number
+    readonly termId: number
+    readonly name: string
+    readonly token: bigint
+    readonly reason: RevokeReason
+  }
+  /** Finish a waiting `start`/`stop`/`stepDown`/`join`/`leave`/`close`. */
+  | { readonly _tag: "Complete"; readonly completion: number; readonly outcome: Outcome }
+  /** `kind`: of the election an `Elected`/`Revoked` is about (the shell logs locks' quieter). */
+  | { readonly _tag: "Publish"; readonly event: SimbaEvent; readonly kind?: ElectionKind | undefined }
+  /** The group view and the partitions this client now owns. */
+  | {
+    readonly _tag: "Members"
+    readonly handle: number
+    readonly group: string
+    readonly members: ReadonlyArray<string>
+    readonly owned: ReadonlyArray<number>
+  }
+
+// ---------------------------------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------------------------------
+
+export interface TermState {
+  readonly termId: number
+  readonly token: bigint
+  readonly sessionId: string
+  readonly sessionSeq: number
+  /** Sequence number at adoption, comparable with request ids (rule 3). */
+  readonly adoptedSeq: number
+  readonly workRunning: boolean
+  readonly revoked: boolean
+}
+
+export interface ElectionState {
+  readonly handle: number
+  readonly name: string
+  readonly kind: ElectionKind
+  readonly group: string | undefined
+  readonly partition: number | undefined
+  readonly hasWork: boolean
+  /** `QUEUED`: a lock waiting behind another lock of the same name in this client. */
+  readonly status: ElectionStatus | "QUEUED"
+  /** The acquire in flight (rule 6: at most one). */
+  readonly attempt: number | undefined
+  /** A `released` hint arrived while an attempt was in flight: try again at once after it. */
+  readonly hinted: boolean
+  /**
+   * The highest token of the name this election has seen (a holder's, in a `HeldBy` reply; its own
+   * terms'; every token this client gave back). A lease nobody asked for (pushed grant, renewal
+   * listing) is adopted only above it: a later grant to a queued session always is, while a late or
+   * duplicate message of an earlier grant is not.
+   */
+  readonly seenToken: bigint | undefined
+  /**
+   * The session a `HeldBy` reply of this election last came from (the backend may have queued it as a
+   * waiter there); cleared by a grant. An election that stops wanting the name without holding it
+   * then withdraws (see `withdraw`).
+   */
+  readonly queuedAs: string | undefined
+  /** The lease this election holds (LEADER), or still holds during HANDOVER (then `revoked`). */
+  readonly term: TermState | undefined
+  readonly cooldownUntil: number
+  /** What a HANDOVER ends in. */
+  readonly afterHandover: "stop" | "cooldown"
+  /** Completions waiting for this election's stop/stepDown to finish. */
+  readonly waiters: ReadonlyArray<number>
+  /** A try-lock's completion, until its one attempt is decided. */
+  readonly tryCompletion?: number | undefined
+}
+
+export interface GroupState {
+  readonly handle: number
+  readonly group: string
+  readonly partitions: number
+  readonly joined: boolean
+  readonly joining: number | undefined
+  readonly listing: number | undefined
+  readonly members: ReadonlyArray<string>
+  readonly owned: ReadonlyArray<number>
+  readonly leaving: boolean
+  readonly waiters: ReadonlyArray<number>
+}
+
+export interface HeldLease {
+  readonly name: string
+  readonly token: bigint
+}
+
+/** The lease list of the last renewal reply, and the version the backend gave it. */
+export interface LeaseView {
+  readonly version: string
+  readonly leases: ReadonlyArray<HeldLease>
+}
+
+export interface SessionState {
+  /** Incarnation number: increases each time a new session is opened. */
+  readonly seq: number
+  readonly id: string | undefined
+  readonly status: SessionStatus
+  /** Local deadline (monotonic millis); `-Infinity` without a live session. */
+  readonly deadline: number
+  /** Current renewal period (shortened when the backend grants less than asked). */
+  readonly every: number
+  readonly shortenedPublished: boolean
+  readonly opening: number | undefined
+  readonly renewing: number | undefined
+  /** Highest token this session released per name (rule 1). */
+  readonly released: ReadonlyMap<string, bigint>
+  /** What the last renewal reply listed, for replies that say "unchanged" (SPEC section 7). */
+  readonly leaseView: LeaseView | undefined
+}
+
+/** What the client remembers of one name's tokens, across sessions (rule 7, `observe`). */
+export interface TokenMemory {
+  /** The highest token of the name seen (after a regression: the regressed one). */
+  readonly token: bigint
+  /** The session that held it when that was one of ours (a grant, a listing, a give-back). */
+  readonly holder: string | undefined
+  /** `nextId` when it was recorded: a reply to a request with a lower id may predate it. */
+  readonly seq: number
+  /** After a regression, no term of the name starts before this (monotonic millis). */
+  readonly quietUntil: number
+}
+
+export interface State {
+  readonly timing: Session.Timing
+  readonly session: SessionState
+  /** Rule 7's memory: every name with an election, and the `idleNamesKept` names used last. */
+  readonly tokens: ReadonlyMap<string, TokenMemory>
+  /** Names with a memory but no election, least recently used first. */
+  readonly idleNames: ReadonlyMap<string, true>
+  readonly elections: ReadonlyMap<number, ElectionState>
+  readonly groups: ReadonlyMap<number, GroupState>
+  readonly timers: ReadonlyMap<string, number>
+  readonly nextId: number
+  readonly rng: number
+  readonly closing: ReadonlyArray<number> | undefined
+  readonly closed: boolean
+}
+
+/** A fresh engine. `seed` makes the retry jitter reproducible. */
+export const initial = (timing: Session.Timing, seed: number): State => ({
+  timing,
+  session: {
+    seq: 0,
+    id: undefined,
+    status: "OPENING",
+    deadline: Number.NEGATIVE_INFINITY,
+    every: timing.renewInterval,
+    shortenedPublished: false,
+    opening: undefined,
+    renewing: undefined,
+    released: new Map(),
+    leaseView: undefined
+  },
+  tokens: new Map(),
+  idleNames: new Map(),
+  elections: new Map(),
+  groups: new Map(),
+  timers: new Map(),
+  nextId: 1,
+  rng: seed >>> 0,
+  closing: undefined,
+  closed: false
+})
