@@ -52,6 +52,7 @@ export type {
   TokenMemory
 } from "./engine/types.js"
 export { initial } from "./engine/types.js"
+export type { OrderedMap } from "./engine/orderedMap.js"
 export { step } from "./engine/step.js"
 export { idleNamesKept } from "./engine/tokens.js"
 export { electionByName, publicStatus, wantsHint } from "./engine/views.js"

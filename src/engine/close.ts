@@ -1,6 +1,6 @@
 // Close.
 import { SimbaEvent } from "../SimbaEvent.js"
-import { call, complete, disarm, ok, publish, type Step } from "./context.js"
+import { call, complete, disarm, edit, ok, publish, type Step } from "./context.js"
 import { beginStop } from "./elections.js"
 import { leave } from "./partitions.js"
 import type { Request } from "./types.js"
@@ -12,7 +12,7 @@ export const close = (s: Step, completion: number): void => {
   }
   s.closing = [completion]
   for (const g of Array.from(s.groups.values())) leave(s, g.handle, undefined)
-  for (const e of Array.from(s.elections.values())) beginStop(s, e, "stop", "STOPPED")
+  for (const e of Array.from(s.elections.values())) beginStop(s, edit(s, e), "stop", "STOPPED")
   maybeFinishClose(s)
 }
 

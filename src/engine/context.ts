@@ -10,25 +10,36 @@ import type {
   Outcome,
   Request,
   SessionState,
+  State,
   TokenMemory
 } from "./types.js"
+import type { OrderedMap } from "./orderedMap.js"
 
 export type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
-/** The working copy of one step: the input state is never mutated. */
+declare const writable: unique symbol
+/** An election this step may change: its own copy, made by `edit` (the type keeps a state's copy out). */
+export type Writable<T> = Mutable<T> & { readonly [writable]: true }
+
+/**
+ * The working copy of one step: the input state is never mutated. The per-name and per-handle tables
+ * are persistent maps, replaced (sharing structure) when a step changes them; an election a step
+ * changes is copied once into `edited` (see `edit`), so a step costs what it touches.
+ */
 export interface Step {
   readonly now: number
   readonly timing: Session.Timing
   session: Mutable<SessionState>
   released: ReadonlyMap<string, bigint>
   releasedCopied: boolean
-  tokens: ReadonlyMap<string, TokenMemory>
-  idleNames: ReadonlyMap<string, true>
-  /** Copy-on-write of `tokens` and `idleNames`: most steps touch neither. */
-  tokensCopied: boolean
-  elections: Map<number, Mutable<ElectionState>>
+  tokens: OrderedMap<string, TokenMemory>
+  idleNames: OrderedMap<string, true>
+  elections: OrderedMap<number, ElectionState>
+  /** This step's copies of the elections it changed, by handle (removed ones included). */
+  readonly edited: Map<number, Writable<ElectionState>>
+  electionsByName: OrderedMap<string, ReadonlyArray<number>>
   groups: Map<number, Mutable<GroupState>>
-  timers: Map<string, number>
+  timers: OrderedMap<string, number>
   nextId: number
   rng: number
   closing: Array<number> | undefined
@@ -41,6 +52,65 @@ export const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map
   const copy = new Map<K, Mutable<V>>()
   for (const [key, value] of source) copy.set(key, { ...value })
   return copy
+}
+
+/**
+ * The step's own copy of `e`, made on first use and put in `s.elections` (unless the step removed the
+ * election: then the copy stays out). Every change to an election goes through it.
+ */
+export const edit = (s: Step, e: ElectionState): Writable<ElectionState> => {
+  const mine = s.edited.get(e.handle)
+  if (mine !== undefined) return mine
+  const copy = { ...e } as Writable<ElectionState>
+  s.edited.set(e.handle, copy)
+  s.elections = s.elections.set(e.handle, copy)
+  return copy
+}
+
+/** The newest version of `e` in this step (its copy if the step changed it, removed or not). */
+export const latest = (s: Step, e: ElectionState): ElectionState => s.edited.get(e.handle) ?? e
+
+/**
+ * The elections, as iterating a `Map` while the loop changes it would give them: each at its newest,
+ * skipping those removed meanwhile (a loop never adds one).
+ */
+export function* liveElections(s: Step): Generator<ElectionState, undefined> {
+  for (const handle of s.elections.keys()) {
+    const e = s.elections.get(handle)
+    if (e !== undefined) yield e
+  }
+  return undefined
+}
+
+/** The elections of `name` (of a step: each at its newest, skipping removed ones), in the order they started. */
+export function* electionsNamed(
+  tables: Pick<State, "elections" | "electionsByName">,
+  name: string
+): Generator<ElectionState, undefined> {
+  for (const handle of tables.electionsByName.get(name) ?? []) {
+    const e = tables.elections.get(handle)
+    if (e !== undefined) yield e
+  }
+  return undefined
+}
+
+/** The first of `items` that satisfies `predicate`. */
+export const find = <A>(items: Iterable<A>, predicate: (item: A) => boolean): A | undefined => {
+  for (const item of items) if (predicate(item)) return item
+  return undefined
+}
+
+/** Adds a new election (its own copy from the start). */
+export const addElection = (s: Step, e: Writable<ElectionState>): void => {
+  s.edited.set(e.handle, e)
+  s.elections = s.elections.set(e.handle, e)
+  s.electionsByName = s.electionsByName.set(e.name, [...(s.electionsByName.get(e.name) ?? []), e.handle])
+}
+
+export const deleteElection = (s: Step, e: ElectionState): void => {
+  s.elections = s.elections.delete(e.handle)
+  const rest = (s.electionsByName.get(e.name) ?? []).filter((handle) => handle !== e.handle)
+  s.electionsByName = rest.length === 0 ? s.electionsByName.delete(e.name) : s.electionsByName.set(e.name, rest)
 }
 
 export const nextId = (s: Step): number => s.nextId++
@@ -62,12 +132,14 @@ export const call = (s: Step, request: Request): number => {
 
 export const arm = (s: Step, key: string, at: number): void => {
   const id = nextId(s)
-  s.timers.set(key, id)
+  s.timers = s.timers.set(key, id)
   s.effects.push({ _tag: "Arm", key, id, at: Math.max(at, s.now) })
 }
 
 export const disarm = (s: Step, key: string): void => {
-  if (s.timers.delete(key)) s.effects.push({ _tag: "Disarm", key })
+  if (!s.timers.has(key)) return
+  s.timers = s.timers.delete(key)
+  s.effects.push({ _tag: "Disarm", key })
 }
 
 export const publish = (s: Step, event: SimbaEvent, kind?: ElectionKind): void => {
@@ -84,7 +156,7 @@ export const notAcquired: Outcome = { _tag: "NotAcquired" }
 export const failed = (s: Step, operation: string, error: string): void =>
   publish(s, SimbaEvent.BackendFailed({ operation, error }))
 
-export const setStatus = (s: Step, e: Mutable<ElectionState>, status: ElectionStatus): void => {
+export const setStatus = (s: Step, e: Writable<ElectionState>, status: ElectionStatus): void => {
   if (e.status === status) return
   e.status = status
   publish(s, SimbaEvent.StatusChanged({ name: e.name, status }))

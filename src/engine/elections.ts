@@ -4,13 +4,19 @@ import { SimbaEvent } from "../SimbaEvent.js"
 import type { RevokeReason } from "../Term.js"
 import { maybeFinishClose } from "./close.js"
 import {
+  addElection,
   arm,
   call,
   complete,
   cooldownKey,
+  deleteElection,
   disarm,
+  edit,
+  electionsNamed,
   failed,
+  find,
   handoverKey,
+  latest,
   nextId,
   notAcquired,
   ok,
@@ -18,8 +24,8 @@ import {
   random,
   retryKey,
   setStatus,
-  type Mutable,
-  type Step
+  type Step,
+  type Writable
 } from "./context.js"
 import { maybeFinishLeave } from "./partitions.js"
 import { sessionLost, sessionUsable } from "./session.js"
@@ -29,8 +35,8 @@ import type { ElectionState, Event, Outcome, Request } from "./types.js"
 export const newElection = (
   s: Step,
   fields: Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork">
-): Mutable<ElectionState> => {
-  const e: Mutable<ElectionState> = {
+): Writable<ElectionState> => {
+  const created: ElectionState = {
     ...fields,
     status: "CANDIDATE",
     attempt: undefined,
@@ -42,7 +48,8 @@ export const newElection = (
     afterHandover: "stop",
     waiters: []
   }
-  s.elections.set(e.handle, e)
+  const e = created as Writable<ElectionState>
+  addElection(s, e)
   reviveName(s, e.name)
   return e
 }
@@ -53,7 +60,7 @@ export const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
     if (ev.tryCompletion !== undefined) complete(s, ev.tryCompletion, outcome)
   }
   if (s.closing !== undefined) return refuse({ _tag: "Closed" })
-  const same = Array.from(s.elections.values()).filter((e) => e.name === ev.name)
+  const same = Array.from(electionsNamed(s, ev.name))
   if (same.length > 0 && !(ev.kind === "lock" && same.every((e) => e.kind === "lock"))) {
     return refuse({ _tag: "AlreadyStarted", name: ev.name })
   }
@@ -81,19 +88,21 @@ export const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
   tryAcquire(s, e)
 }
 
-export const tryAcquire = (s: Step, e: Mutable<ElectionState>): void => {
+export const tryAcquire = (s: Step, current: ElectionState): void => {
+  const e = latest(s, current)
   if (e.status !== "CANDIDATE" || e.attempt !== undefined || !sessionUsable(s) || s.session.id === undefined) return
   if (s.session.status !== "LIVE") return
   // Rule 7: after a regression, no acquire of the name until the quiet period is over.
   const quiet = quietUntil(s, e.name)
   // A try-lock does not wait for it: not acquired.
-  if (s.now < quiet) return e.tryCompletion !== undefined ? remove(s, e) : arm(s, retryKey(e.handle), quiet)
+  if (s.now < quiet) return e.tryCompletion !== undefined ? remove(s, edit(s, e)) : arm(s, retryKey(e.handle), quiet)
   disarm(s, retryKey(e.handle))
-  e.hinted = false
-  e.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })
+  const w = edit(s, e)
+  w.hinted = false
+  w.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })
 }
 
-export const scheduleRetry = (s: Step, e: Mutable<ElectionState>, sentAt: number, holderRemaining?: number): void => {
+export const scheduleRetry = (s: Step, e: Writable<ElectionState>, sentAt: number, holderRemaining?: number): void => {
   let at = s.now + Session.candidateRetry(s.timing, random(s))
   if (holderRemaining !== undefined) {
     at = Math.min(at, Session.afterHolderExpiry(s.timing, sentAt, holderRemaining, random(s)))
@@ -107,16 +116,17 @@ export const onAcquire = (
   request: Extract<Request, { _tag: "Acquire" }>
 ): void => {
   const response = ev.response
-  const e = Array.from(s.elections.values()).find((x) => x.attempt === ev.requestId)
-  if (e === undefined) {
+  // An attempt asks for its election's name, so only that name's elections can be waiting for this reply.
+  const waiting = find(electionsNamed(s, request.name), (x) => x.attempt === ev.requestId)
+  if (waiting === undefined) {
     // Rule 1: a reply to an abandoned attempt that won a lease gives it back, unless a term of ours holds
     // that very lease: acquire is idempotent, so an abandoned attempt and the one that replaced it can
     // both be granted the same token, and releasing it would free the current term's lease.
     if (response._tag === "Granted") {
       const { token } = response
-      const ours = Array.from(s.elections.values()).some((x) =>
-        x.name === request.name && x.term?.sessionId === request.sessionId && x.term.token === token
-      )
+      const ours = find(electionsNamed(s, request.name), (x) =>
+        x.term?.sessionId === request.sessionId && x.term.token === token
+      ) !== undefined
       if (!ours) giveBack(s, request.sessionId, request.name, token)
     } else if (response._tag === "HeldBy" && request.sessionId === s.session.id && !wanted(s, request.name)) {
       // An abandoned attempt may have queued the session after the election withdrew: withdraw again.
@@ -124,6 +134,7 @@ export const onAcquire = (
     }
     return
   }
+  const e = edit(s, waiting)
   e.attempt = undefined
   // A try-lock's one attempt: anything but an adopted grant ends it.
   const retry = e.tryCompletion === undefined
@@ -139,7 +150,7 @@ export const onAcquire = (
     }
     case "HeldBy":
       if (response.token !== undefined) observe(s, e.name, response.token, undefined, ev.requestId)
-      see(e, response.token)
+      see(s, e, response.token)
       e.queuedAs = request.sessionId
       // A try-lock ends here; `remove` withdraws the waiter the HeldBy may have queued.
       if (!retry) return remove(s, e)
@@ -155,15 +166,15 @@ export const onAcquire = (
   }
 }
 
-export const see = (e: Mutable<ElectionState>, token: bigint | undefined): void => {
-  if (token !== undefined && (e.seenToken === undefined || token > e.seenToken)) e.seenToken = token
+export const see = (s: Step, e: ElectionState, token: bigint | undefined): void => {
+  if (token !== undefined && (e.seenToken === undefined || token > e.seenToken)) edit(s, e).seenToken = token
 }
 
-export const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void => {
+export const adopt = (s: Step, e: Writable<ElectionState>, token: bigint): void => {
   const sessionId = s.session.id as string
   const termId = nextId(s)
   observe(s, e.name, token, sessionId)
-  see(e, token)
+  see(s, e, token)
   e.queuedAs = undefined
   e.term = {
     termId,
@@ -197,7 +208,7 @@ export const adopt = (s: Step, e: Mutable<ElectionState>, token: bigint): void =
 }
 
 /** Rule 2, first half: revoke (exactly once per term). */
-export const revoke = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
+export const revoke = (s: Step, e: Writable<ElectionState>, reason: RevokeReason): void => {
   const term = e.term
   if (term === undefined || term.revoked) return
   e.term = { ...term, revoked: true }
@@ -206,7 +217,7 @@ export const revoke = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason)
 }
 
 /** Rule 2, second half: release with the term's token, after revocation. */
-export const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
+export const releaseLease = (s: Step, e: Writable<ElectionState>): void => {
   const term = e.term
   if (term === undefined) return
   e.term = undefined
@@ -221,9 +232,7 @@ export const releaseLease = (s: Step, e: Mutable<ElectionState>): void => {
 export const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
   observe(s, name, token, sessionId)
   // A renewal reply or a pushed grant may still name this token later: never adopt it then.
-  for (const e of s.elections.values()) {
-    if (e.name === name) see(e, token)
-  }
+  for (const e of electionsNamed(s, name)) see(s, e, token)
   if (sessionId === s.session.id && aboveReleased(s, name, token)) writableReleased(s).set(name, token)
   call(s, { _tag: "Release", sessionId, name, token })
 }
@@ -249,7 +258,7 @@ export const writableReleased = (s: Step): Map<string, bigint> => {
  * does not keep a waiter that no longer waits. Not while another election of this client still wants
  * the name (a queued lock inherits the session's place), nor when the election holds the lease.
  */
-export const withdraw = (s: Step, e: Mutable<ElectionState>): void => {
+export const withdraw = (s: Step, e: Writable<ElectionState>): void => {
   const sessionId = e.queuedAs
   e.queuedAs = undefined
   // A waiter of an earlier session leaves with it (the backend skips waiters whose session is gone).
@@ -260,14 +269,14 @@ export const withdraw = (s: Step, e: Mutable<ElectionState>): void => {
 
 /** Whether an election of this client other than `except` still wants (or holds) `name`. */
 export const wanted = (s: Step, name: string, except?: ElectionState): boolean => {
-  for (const e of s.elections.values()) {
-    if (e !== except && e.name === name && e.status !== "COOLDOWN") return true
+  for (const e of electionsNamed(s, name)) {
+    if (e.handle !== except?.handle && e.status !== "COOLDOWN") return true
   }
   return false
 }
 
 /** Involuntary loss: revoke at once, do not wait for the work, go back to candidacy (locks end). */
-export const loseTerm = (s: Step, e: Mutable<ElectionState>, reason: RevokeReason): void => {
+export const loseTerm = (s: Step, e: Writable<ElectionState>, reason: RevokeReason): void => {
   revoke(s, e, reason)
   e.term = undefined
   if (e.status === "HANDOVER") return finishHandover(s, e)
@@ -277,8 +286,9 @@ export const loseTerm = (s: Step, e: Mutable<ElectionState>, reason: RevokeReaso
 }
 
 export const stop = (s: Step, handle: number, completion: number): void => {
-  const e = s.elections.get(handle)
-  if (e === undefined) return complete(s, completion, ok)
+  const found = s.elections.get(handle)
+  if (found === undefined) return complete(s, completion, ok)
+  const e = edit(s, found)
   e.waiters = [...e.waiters, completion]
   beginStop(s, e, "stop", "STOPPED")
 }
@@ -286,7 +296,7 @@ export const stop = (s: Step, handle: number, completion: number): void => {
 /** Voluntary end of a term (rule 5): with running work, hold the lease until it exits or the deadline. */
 export const beginStop = (
   s: Step,
-  e: Mutable<ElectionState>,
+  e: Writable<ElectionState>,
   after: "stop" | "cooldown",
   reason: "STOPPED" | "STEPPED_DOWN"
 ): void => {
@@ -310,14 +320,15 @@ export const beginStop = (
 }
 
 export const stepDown = (s: Step, handle: number, cooldown: number, completion: number): void => {
-  const e = s.elections.get(handle)
-  if (e === undefined) return complete(s, completion, ok)
+  const found = s.elections.get(handle)
+  if (found === undefined) return complete(s, completion, ok)
+  const e = edit(s, found)
   e.cooldownUntil = Math.max(e.cooldownUntil, s.now + Math.max(0, cooldown))
   e.waiters = [...e.waiters, completion]
   beginStop(s, e, "cooldown", "STEPPED_DOWN")
 }
 
-export const enterCooldown = (s: Step, e: Mutable<ElectionState>): void => {
+export const enterCooldown = (s: Step, e: Writable<ElectionState>): void => {
   withdraw(s, e)
   e.attempt = undefined
   e.hinted = false
@@ -327,12 +338,12 @@ export const enterCooldown = (s: Step, e: Mutable<ElectionState>): void => {
   completeWaiters(s, e)
 }
 
-export const completeWaiters = (s: Step, e: Mutable<ElectionState>): void => {
+export const completeWaiters = (s: Step, e: Writable<ElectionState>): void => {
   for (const completion of e.waiters) complete(s, completion, ok)
   e.waiters = []
 }
 
-export const finishHandover = (s: Step, e: Mutable<ElectionState>): void => {
+export const finishHandover = (s: Step, e: Writable<ElectionState>): void => {
   disarm(s, handoverKey(e.handle))
   releaseLease(s, e)
   if (e.afterHandover === "stop") return remove(s, e)
@@ -340,9 +351,10 @@ export const finishHandover = (s: Step, e: Mutable<ElectionState>): void => {
 }
 
 export const workExited = (s: Step, handle: number, termId: number, stepDown: number | undefined): void => {
-  const e = s.elections.get(handle)
-  if (e === undefined || e.term === undefined || e.term.termId !== termId) return
-  e.term = { ...e.term, workRunning: false }
+  const found = s.elections.get(handle)
+  if (found === undefined || found.term === undefined || found.term.termId !== termId) return
+  const e = edit(s, found)
+  e.term = { ...found.term, workRunning: false }
   if (e.status === "HANDOVER") return finishHandover(s, e)
   // Failed work ends its own term only: a later term of the same election is not touched.
   if (stepDown !== undefined && e.status === "LEADER") {
@@ -352,22 +364,23 @@ export const workExited = (s: Step, handle: number, termId: number, stepDown: nu
 }
 
 /** Removes an election for good (its lease, if any, was released before). */
-export const remove = (s: Step, e: Mutable<ElectionState>): void => {
+export const remove = (s: Step, e: Writable<ElectionState>): void => {
   revoke(s, e, "STOPPED")
   if (e.term !== undefined) releaseLease(s, e)
   e.attempt = undefined
   disarm(s, retryKey(e.handle))
   disarm(s, cooldownKey(e.handle))
   disarm(s, handoverKey(e.handle))
-  s.elections.delete(e.handle)
+  deleteElection(s, e)
   withdraw(s, e)
   retireName(s, e.name)
   if (e.status !== "QUEUED") publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "STOPPED" }))
   completeWaiters(s, e)
   if (e.tryCompletion !== undefined) complete(s, e.tryCompletion, s.closing === undefined ? notAcquired : { _tag: "Closed" })
   if (e.kind === "lock" && e.status !== "QUEUED") {
-    const next = Array.from(s.elections.values()).find((x) => x.name === e.name && x.status === "QUEUED")
-    if (next !== undefined) {
+    const queued = find(electionsNamed(s, e.name), (x) => x.status === "QUEUED")
+    if (queued !== undefined) {
+      const next = edit(s, queued)
       setStatus(s, next, "CANDIDATE")
       tryAcquire(s, next)
     }

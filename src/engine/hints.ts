@@ -1,5 +1,5 @@
 // Timers, and the backend's hints (released, pushed grants).
-import { setStatus, type Mutable, type Step } from "./context.js"
+import { edit, electionsNamed, setStatus, type Step } from "./context.js"
 import { aboveReleased, adopt, finishHandover, giveBack, tryAcquire } from "./elections.js"
 import { joinGroup, listMembers } from "./partitions.js"
 import { openSession, renew, sessionUsable } from "./session.js"
@@ -8,7 +8,7 @@ import type { ElectionState, HintEvent } from "./types.js"
 
 export const timer = (s: Step, key: string, id: number): void => {
   if (s.timers.get(key) !== id) return // replaced or cancelled
-  s.timers.delete(key)
+  s.timers = s.timers.delete(key)
   if (key === "renew") return renew(s)
   if (key === "open") return s.session.id === undefined && s.session.opening === undefined ? openSession(s) : undefined
   if (key === "deadline") return // checkDeadline already ran
@@ -20,10 +20,10 @@ export const timer = (s: Step, key: string, id: number): void => {
       return e === undefined ? undefined : tryAcquire(s, e)
     case "cooldown":
       if (e === undefined || e.status !== "COOLDOWN") return
-      setStatus(s, e, "CANDIDATE")
+      setStatus(s, edit(s, e), "CANDIDATE")
       return tryAcquire(s, e)
     case "handover":
-      return e === undefined || e.status !== "HANDOVER" ? undefined : finishHandover(s, e)
+      return e === undefined || e.status !== "HANDOVER" ? undefined : finishHandover(s, edit(s, e))
     case "join": {
       const g = s.groups.get(handle)
       return g === undefined ? undefined : joinGroup(s, g)
@@ -36,8 +36,8 @@ export const timer = (s: Step, key: string, id: number): void => {
  * (failover, eviction). Renew now instead of at the next period, so the term ends promptly.
  */
 export const renewIfLeading = (s: Step, name: string): void => {
-  for (const e of s.elections.values()) {
-    if (e.name === name && e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
+  for (const e of electionsNamed(s, name)) {
+    if (e.status === "LEADER" && e.term !== undefined && !e.term.revoked) {
       renew(s)
       return
     }
@@ -50,9 +50,9 @@ export const hint = (s: Step, h: HintEvent): void => {
     renewIfLeading(s, h.name)
     // Reserved for another session (FIFO hand-off): an acquire now would only be told HeldBy.
     if (h.to !== undefined && h.to !== s.session.id) return
-    for (const e of s.elections.values()) {
-      if (e.name !== h.name || e.status !== "CANDIDATE") continue
-      if (e.attempt !== undefined) e.hinted = true
+    for (const e of electionsNamed(s, h.name)) {
+      if (e.status !== "CANDIDATE") continue
+      if (e.attempt !== undefined) edit(s, e).hinted = true
       else tryAcquire(s, e)
     }
     return
@@ -73,15 +73,14 @@ export const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>)
     observe(s, h.name, h.token, h.to)
     return renewIfLeading(s, h.name)
   }
-  let candidate: Mutable<ElectionState> | undefined
-  for (const e of s.elections.values()) {
-    if (e.name !== h.name) continue
+  let candidate: ElectionState | undefined
+  for (const e of electionsNamed(s, h.name)) {
     // Already ours (a duplicate, or the reply of an acquire came first).
     if (e.term !== undefined && e.term.sessionId === h.to && e.term.token === h.token) return
     if (e.status === "CANDIDATE") candidate = e
   }
   if (candidate !== undefined && candidate.attempt !== undefined) {
-    candidate.hinted = true
+    edit(s, candidate).hinted = true
     return
   }
   // Adopted or given back: either records the token (rule 7).
@@ -98,7 +97,7 @@ export const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>)
  */
 export const unaskedLease = (
   s: Step,
-  candidate: Mutable<ElectionState> | undefined,
+  candidate: ElectionState | undefined,
   sessionId: string,
   name: string,
   token: bigint
@@ -106,7 +105,7 @@ export const unaskedLease = (
   const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
     aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
   if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
-    return adopt(s, candidate, token)
+    return adopt(s, edit(s, candidate), token)
   }
   giveBack(s, sessionId, name, token)
 }

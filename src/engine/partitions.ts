@@ -9,8 +9,11 @@ import {
   call,
   complete,
   disarm,
+  edit,
   failed,
+  find,
   joinKey,
+  liveElections,
   nextId,
   ok,
   publish,
@@ -117,13 +120,13 @@ export const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<s
   const mine = new Set(owned)
   for (const e of Array.from(s.elections.values())) {
     if (e.group !== g.group || e.partition === undefined) continue
-    if (!mine.has(e.partition)) beginStop(s, e, "stop", "STOPPED")
+    if (!mine.has(e.partition)) beginStop(s, edit(s, e), "stop", "STOPPED")
   }
   for (const partition of owned) {
-    const existing = Array.from(s.elections.values()).find((e) => e.group === g.group && e.partition === partition)
+    const existing = find(liveElections(s), (e) => e.group === g.group && e.partition === partition)
     if (existing !== undefined) {
       // Regained while handing it over: once the handover ends, compete again instead of stopping.
-      if (existing.status === "HANDOVER") existing.afterHandover = "cooldown"
+      if (existing.status === "HANDOVER") edit(s, existing).afterHandover = "cooldown"
       continue
     }
     const e = newElection(s, {
@@ -148,13 +151,13 @@ export const leave = (s: Step, handle: number, completion: number | undefined): 
   g.leaving = true
   disarm(s, joinKey(g.handle))
   for (const e of Array.from(s.elections.values())) {
-    if (e.group === g.group) beginStop(s, e, "stop", "STOPPED")
+    if (e.group === g.group) beginStop(s, edit(s, e), "stop", "STOPPED")
   }
   maybeFinishLeave(s, g)
 }
 
 export const maybeFinishLeave = (s: Step, g: Mutable<GroupState>): void => {
-  if (Array.from(s.elections.values()).some((e) => e.group === g.group)) return
+  if (find(liveElections(s), (e) => e.group === g.group) !== undefined) return
   if (!s.groups.delete(g.handle)) return
   if (s.session.id !== undefined && s.closing === undefined) {
     call(s, { _tag: "Leave", sessionId: s.session.id, group: g.group })

@@ -4,7 +4,20 @@ import { SimbaEvent } from "../SimbaEvent.js"
 import type { SessionEndReason } from "../SimbaEvent.js"
 import type { RevokeReason } from "../Term.js"
 import { maybeFinishClose } from "./close.js"
-import { arm, call, disarm, failed, publish, random, retryKey, type Mutable, type Step } from "./context.js"
+import {
+  arm,
+  call,
+  disarm,
+  edit,
+  failed,
+  latest,
+  liveElections,
+  publish,
+  random,
+  retryKey,
+  type Step,
+  type Writable
+} from "./context.js"
 import { loseTerm, remove, tryAcquire } from "./elections.js"
 import { unaskedLease } from "./hints.js"
 import { joinGroup, reconcileGroups } from "./partitions.js"
@@ -81,7 +94,7 @@ export const onOpened = (s: Step, requestId: number, sentAt: number, response: R
   for (const g of s.groups.values()) {
     if (!g.leaving) joinGroup(s, g)
   }
-  for (const e of s.elections.values()) tryAcquire(s, e)
+  for (const e of liveElections(s)) tryAcquire(s, e)
 }
 
 export const renew = (s: Step): void => {
@@ -135,7 +148,7 @@ export const onKeepAlive = (
   if (resumed) {
     // Joins and acquisitions that came due while SUSPENDED were skipped (and not re-armed): resume them.
     for (const g of s.groups.values()) if (!g.joined && !g.leaving) joinGroup(s, g)
-    for (const e of s.elections.values()) if (!s.timers.has(retryKey(e.handle))) tryAcquire(s, e)
+    for (const e of liveElections(s)) if (!s.timers.has(retryKey(e.handle))) tryAcquire(s, e)
   }
 }
 
@@ -161,23 +174,21 @@ export const reconcileLeases = (
 ): void => {
   const held = new Map(leases.map((l) => [l.name, l.token]))
   const sessionId = s.session.id
-  const byName = new Map<string, Array<Mutable<ElectionState>>>()
-  for (const e of s.elections.values()) {
-    const list = byName.get(e.name)
-    if (list) list.push(e)
-    else byName.set(e.name, [e])
-  }
-  for (const e of s.elections.values()) {
+  // The elections of each name as they were before this reply, seen at their newest below.
+  const before = { elections: s.elections, byName: s.electionsByName }
+  const claimantsOf = (name: string): Array<ElectionState> =>
+    (before.byName.get(name) ?? []).map((handle) => latest(s, before.elections.get(handle)!))
+  for (const e of liveElections(s)) {
     const term = e.term
     if (term === undefined || term.sessionSeq !== s.session.seq || term.adoptedSeq > requestId) continue
     // A live session never loses a lease it holds unless the store lost it (reported as rule 7 does;
     // no quiet period: we were the holder, and our term ends right here).
     if (!held.has(e.name)) leaseForgotten(s, e.name, term.token)
-    if (held.get(e.name) !== term.token) loseTerm(s, e, "TAKEN_OVER")
+    if (held.get(e.name) !== term.token) loseTerm(s, edit(s, e), "TAKEN_OVER")
   }
   if (sessionId === undefined) return
   for (const [name, token] of held) {
-    const claimants = byName.get(name) ?? []
+    const claimants = claimantsOf(name)
     const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
     if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
   }
@@ -195,8 +206,10 @@ export const leaseForgotten = (s: Step, name: string, token: bigint): void => {
 export const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): void => {
   const sessionId = s.session.id
   // Try-locks whose one attempt the lost session abandoned end (after the new session is asked for).
-  const triedOut: Array<Mutable<ElectionState>> = []
-  for (const e of s.elections.values()) {
+  const triedOut: Array<Writable<ElectionState>> = []
+  for (const current of liveElections(s)) {
+    if (current.attempt === undefined && current.term === undefined) continue
+    const e = edit(s, current)
     if (e.attempt !== undefined && e.tryCompletion !== undefined) triedOut.push(e)
     if (e.attempt !== undefined) e.attempt = undefined
     if (e.term !== undefined) loseTerm(s, e, reason)

@@ -1,6 +1,6 @@
 // Rule 7's memory of each name's tokens, and the released-token records of rule 1.
 import { SimbaEvent } from "../SimbaEvent.js"
-import { publish, type Step } from "./context.js"
+import { electionsNamed, publish, type Step } from "./context.js"
 import { writableReleased } from "./elections.js"
 import type { Request, TokenMemory } from "./types.js"
 
@@ -18,18 +18,8 @@ export const idleNamesKept = 1_000
  */
 export const quietPeriod = (s: Step): number => s.timing.leaseDuration * (1 + s.timing.drift) + s.timing.margin
 
-export const writableTokens = (s: Step): { tokens: Map<string, TokenMemory>; idle: Map<string, true> } => {
-  if (!s.tokensCopied) {
-    s.tokens = new Map(s.tokens)
-    s.idleNames = new Map(s.idleNames)
-    s.tokensCopied = true
-  }
-  return { tokens: s.tokens as Map<string, TokenMemory>, idle: s.idleNames as Map<string, true> }
-}
-
 export const hasElection = (s: Step, name: string): boolean => {
-  for (const e of s.elections.values()) if (e.name === name) return true
-  return false
+  return s.electionsByName.has(name)
 }
 
 /**
@@ -46,17 +36,17 @@ export const observe = (s: Step, name: string, token: bigint, holder: string | u
   const entry = (quietUntil: number): TokenMemory => ({ token, holder, seq: s.nextId, quietUntil })
   if (known === undefined) {
     // Only names in use get a memory (a late message about a forgotten name does not bring it back).
-    if (hasElection(s, name)) writableTokens(s).tokens.set(name, entry(Number.NEGATIVE_INFINITY))
+    if (hasElection(s, name)) s.tokens = s.tokens.set(name, entry(Number.NEGATIVE_INFINITY))
     return
   }
   if (token > known.token) {
-    writableTokens(s).tokens.set(name, entry(known.quietUntil))
+    s.tokens = s.tokens.set(name, entry(known.quietUntil))
     return
   }
   if (requestId === undefined || known.seq > requestId) return
   if (token === known.token && (holder === undefined || holder === known.holder)) return
   publish(s, SimbaEvent.TokenRegressed({ name, seen: known.token, token }))
-  writableTokens(s).tokens.set(name, entry(s.now + quietPeriod(s)))
+  s.tokens = s.tokens.set(name, entry(s.now + quietPeriod(s)))
 }
 
 /** The time before which no term of `name` starts (after a regression), else `-Infinity`. */
@@ -71,19 +61,17 @@ export const aboveSeen = (s: Step, name: string, token: bigint): boolean => {
 /** A name's last election ended: its memory becomes idle, and the least recently used idle ones go. */
 export const retireName = (s: Step, name: string): void => {
   if (!s.tokens.has(name) || hasElection(s, name)) return
-  const { idle, tokens } = writableTokens(s)
-  idle.delete(name)
-  idle.set(name, true)
-  for (const oldest of idle.keys()) {
-    if (idle.size <= idleNamesKept) break
-    idle.delete(oldest)
-    tokens.delete(oldest)
+  s.idleNames = s.idleNames.delete(name).set(name, true)
+  for (const oldest of s.idleNames.keys()) {
+    if (s.idleNames.size <= idleNamesKept) break
+    s.idleNames = s.idleNames.delete(oldest)
+    s.tokens = s.tokens.delete(oldest)
   }
 }
 
 /** A name in use again: its memory is no longer idle (so never dropped while in use). */
 export const reviveName = (s: Step, name: string): void => {
-  if (s.idleNames.has(name)) writableTokens(s).idle.delete(name)
+  s.idleNames = s.idleNames.delete(name)
 }
 
 /**
@@ -93,8 +81,8 @@ export const reviveName = (s: Step, name: string): void => {
  */
 export const onReleased = (s: Step, request: Extract<Request, { _tag: "Release" }>): void => {
   if (request.sessionId !== s.session.id || s.released.get(request.name) !== request.token) return
-  for (const e of s.elections.values()) {
-    if (e.name === request.name && e.attempt !== undefined) return
+  for (const e of electionsNamed(s, request.name)) {
+    if (e.attempt !== undefined) return
   }
   writableReleased(s).delete(request.name)
 }

@@ -2,6 +2,7 @@
 import * as Session from "../Session.js"
 import type { ElectionStatus, SessionStatus, SimbaEvent } from "../SimbaEvent.js"
 import type { RevokeReason } from "../Term.js"
+import { OrderedMap } from "./orderedMap.js"
 
 export type Request =
   | { readonly _tag: "OpenSession"; readonly ttl: number }
@@ -259,12 +260,14 @@ export interface State {
   readonly timing: Session.Timing
   readonly session: SessionState
   /** Rule 7's memory: every name with an election, and the `idleNamesKept` names used last. */
-  readonly tokens: ReadonlyMap<string, TokenMemory>
+  readonly tokens: OrderedMap<string, TokenMemory>
   /** Names with a memory but no election, least recently used first. */
-  readonly idleNames: ReadonlyMap<string, true>
-  readonly elections: ReadonlyMap<number, ElectionState>
+  readonly idleNames: OrderedMap<string, true>
+  readonly elections: OrderedMap<number, ElectionState>
+  /** The handles of each name's elections, in the order they started (an index of `elections`). */
+  readonly electionsByName: OrderedMap<string, ReadonlyArray<number>>
   readonly groups: ReadonlyMap<number, GroupState>
-  readonly timers: ReadonlyMap<string, number>
+  readonly timers: OrderedMap<string, number>
   readonly nextId: number
   readonly rng: number
   readonly closing: ReadonlyArray<number> | undefined
@@ -286,11 +289,12 @@ export const initial = (timing: Session.Timing, seed: number): State => ({
     released: new Map(),
     leaseView: undefined
   },
-  tokens: new Map(),
-  idleNames: new Map(),
-  elections: new Map(),
+  tokens: OrderedMap.empty(),
+  idleNames: OrderedMap.empty(),
+  elections: OrderedMap.empty(),
+  electionsByName: OrderedMap.empty(),
   groups: new Map(),
-  timers: new Map(),
+  timers: OrderedMap.empty(),
   nextId: 1,
   rng: seed >>> 0,
   closing: undefined,

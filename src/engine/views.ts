@@ -1,10 +1,11 @@
 // Read-only views of a state for the shell's snapshots and tests.
 import type { ElectionStatus } from "../SimbaEvent.js"
+import { electionsNamed, find } from "./context.js"
 import type { ElectionState, HintEvent, State } from "./types.js"
 
 /** The election of `name` that is not queued, if any. */
 export const electionByName = (state: State, name: string): ElectionState | undefined =>
-  Array.from(state.elections.values()).find((e) => e.name === name && e.status !== "QUEUED")
+  find(electionsNamed(state, name), (e) => e.status !== "QUEUED")
 
 /**
  * Whether `hint` could change anything in `state`: a `Released` for a name one of its elections leads
@@ -19,16 +20,16 @@ export const wantsHint = (state: State, hint: HintEvent): boolean => {
   if (hint._tag === "Granted") {
     // Ours: adopted or given back. Another session's: only a leader of the name cares.
     if (hint.to === state.session.id) return true
-    for (const e of state.elections.values()) {
-      if (e.name === hint.name && e.status === "LEADER") return true
+    for (const e of electionsNamed(state, hint.name)) {
+      if (e.status === "LEADER") return true
     }
     return false
   }
   if (hint._tag === "Released") {
     // Reserved for another session: only a leader of the name cares (see `hint`).
     const forOther = hint.to !== undefined && hint.to !== state.session.id
-    for (const e of state.elections.values()) {
-      if (e.name === hint.name && (e.status === "LEADER" || (e.status === "CANDIDATE" && !forOther))) return true
+    for (const e of electionsNamed(state, hint.name)) {
+      if (e.status === "LEADER" || (e.status === "CANDIDATE" && !forOther)) return true
     }
     return false
   }

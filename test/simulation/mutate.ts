@@ -52,7 +52,7 @@ export const mutations: ReadonlyArray<Mutation> = [
   {
     name: "skip-taken-over",
     description: "a renewal reply that no longer lists a term's lease does not revoke it (rule 3)",
-    edits: [['if (held.get(e.name) !== term.token) loseTerm(s, e, "TAKEN_OVER")', "void held"]]
+    edits: [['if (held.get(e.name) !== term.token) loseTerm(s, edit(s, e), "TAKEN_OVER")', "void held"]]
   },
   {
     name: "release-before-revoke",
@@ -94,8 +94,8 @@ export const mutations: ReadonlyArray<Mutation> = [
       "  call(s, { _tag: \"Release\", sessionId, name, token })\n}"
     ], [
       // `unaskedLease` (engine/hints.ts) does not otherwise call `call`.
-      'import { setStatus, type Mutable, type Step } from "./context.js"',
-      'import { call, setStatus, type Mutable, type Step } from "./context.js"'
+      'import { edit, electionsNamed, setStatus, type Step } from "./context.js"',
+      'import { call, edit, electionsNamed, setStatus, type Step } from "./context.js"'
     ]]
   },
   {
@@ -122,7 +122,7 @@ export const mutations: ReadonlyArray<Mutation> = [
   {
     name: "forget-given-back",
     description: "a token the client gave back is not remembered (by the elections of the name, nor by rule 7's memory)",
-    edits: [["    if (e.name === name) see(e, token)\n", ""], ["  observe(s, name, token, sessionId)\n", ""]]
+    edits: [["  for (const e of electionsNamed(s, name)) see(s, e, token)\n", ""], ["  observe(s, name, token, sessionId)\n", ""]]
   },
   {
     name: "revive-on-late-keepalive",
@@ -165,6 +165,9 @@ export const writeMutant = (mutation: Mutation, dir: string): string => {
   }
   const root = path.join(dir, mutation.name)
   fs.mkdirSync(path.join(root, "engine"), { recursive: true })
+  // The copies import packages (effect) too: resolve them from the repository's node_modules.
+  const modules = path.join(dir, "node_modules")
+  if (!fs.existsSync(modules)) fs.symlinkSync(path.resolve(src, "../node_modules"), modules, "dir")
   for (const [file, text] of texts) {
     const banner = `// MUTANT (${mutation.name}): ${mutation.description}\n`
     fs.writeFileSync(path.join(root, file), banner + pointImportsAtSrc(file, text))
