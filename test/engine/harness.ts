@@ -313,6 +313,25 @@ export class Driver {
     return elected[0]!
   }
 
+  /** Fires the renewal timer and answers it `Live` (15 s) listing `leases`, at 5,010 unless `at` is given. */
+  renewListing(leases: ReadonlyArray<readonly [string, bigint]>, at: number | undefined = 5_010): ReadonlyArray<Engine.Effect> {
+    this.fire("renew")
+    return this.reply("KeepAlive", live(15_000, leases), at)
+  }
+
+  /**
+   * Election 1 of `name` is stopped (at 100) while its acquire is in flight, then election 2 of the
+   * same name starts (at 150): the abandoned attempt and the new election's, both unanswered.
+   */
+  restartDuringAcquire(name: string): { readonly old: Call; readonly current: Call } {
+    this.start(1, name)
+    const old = this.call("Acquire", name)
+    this.send(stop(1, 9), 100)
+    this.send(start(2, name), 150)
+    const current = this.calls("Acquire", name).find((c) => c.requestId !== old.requestId)!
+    return { old, current }
+  }
+
   /** The engine's view of an election. */
   election(handle: number): Engine.ElectionState | undefined {
     return this.state.elections.get(handle)

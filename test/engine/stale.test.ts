@@ -15,7 +15,6 @@ import {
   ops,
   replyEvent,
   shows,
-  start,
   stepDown,
   stop,
   workExited
@@ -49,11 +48,7 @@ describe("Engine rule 1: a reply to an abandoned attempt", () => {
 
   it("an old attempt's grant is not adopted by a new election of the same name", () => {
     const d = liveDriver()
-    d.start(1, "a")
-    const old = d.call("Acquire", "a")
-    d.send(stop(1, 9), 100)
-    d.send(start(2, "a"), 150)
-    const current = d.calls("Acquire", "a").find((c) => c.requestId !== old.requestId)!
+    const { current, old } = d.restartDuringAcquire("a")
     const effects = d.send(replyEvent(old, granted(4n)), 200)
     expect(shows(effects)).toEqual(["Call Release a#4@s1"])
     expect(d.election(2)).toMatchObject({ status: "CANDIDATE", attempt: current.requestId, term: undefined })
@@ -170,8 +165,7 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("a held lease missing from the reply: revoked TAKEN_OVER, back to CANDIDATE, retry; no release", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, []), 5_010)
+    const effects = d.renewListing([])
     expect(shows(effects)).toEqual([
       "Deadline #1 19800",
       "Arm deadline @19800",
@@ -193,8 +187,7 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("a held lease listed with another token is taken over too, and that other lease (unwanted) is released", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n, { kind: "lock" })
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, [["a", 9n]]), 5_010)
+    const effects = d.renewListing([["a", 9n]])
     const names = shows(effects)
     expect(names).toContain("Revoked a#7 TAKEN_OVER")
     expect(names).toContain("Call Release a#9@s1")
@@ -204,8 +197,7 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("an election whose term was taken over adopts the lease listed with a higher token (handed to it)", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    d.fire("renew")
-    const names = shows(d.reply("KeepAlive", live(15_000, [["a", 9n]]), 5_010))
+    const names = shows(d.renewListing([["a", 9n]]))
     expect(names).toContain("Revoked a#7 TAKEN_OVER")
     expect(names).toContain("Elected a#9")
     expect(names.indexOf("Revoked a#7 TAKEN_OVER")).toBeLessThan(names.indexOf("Elected a#9"))
@@ -214,8 +206,7 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
 
   it("an owned lease that no election holds or is acquiring is released with its token", () => {
     const d = liveDriver()
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, [["ghost", 3n]]), 5_010)
+    const effects = d.renewListing([["ghost", 3n]])
     expect(ops(effects)).toEqual([
       "Deadline #1 19800",
       "Arm deadline @19800",
@@ -227,8 +218,7 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("an owned lease an election is acquiring right now is kept", () => {
     const d = liveDriver()
     d.start(1, "a")
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, [["a", 3n]]), 5_010)
+    const effects = d.renewListing([["a", 3n]])
     expect(callsOf(effects)).toEqual([])
   })
 
@@ -255,16 +245,14 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
     expect(callsOf(effects)).toEqual([])
     expect(d.election(1)?.status).toBe("LEADER")
     // The next renewal, sent after the adoption, does take it over if it omits the lease.
-    d.fire("renew")
-    expect(shows(d.reply("KeepAlive", live(15_000, []), 10_010))).toContain("Revoked a#7 TAKEN_OVER")
+    expect(shows(d.renewListing([], 10_010))).toContain("Revoked a#7 TAKEN_OVER")
   })
 
   it("a handover term missing from the reply ends the handover at once, without a second Revoked or a release", () => {
     const d = liveDriver()
     const elected = d.lead(1, "a", 7n, { hasWork: true })
     d.send(stop(1, 50), 1_000)
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, []), 5_010)
+    const effects = d.renewListing([])
     expect(only(effects, "Revoked")).toEqual([])
     expect(callsOf(effects)).toEqual([])
     expect(shows(effects)).toEqual(expect.arrayContaining(["Disarm handover:1", "Publish StatusChanged a STOPPED", "Complete 50 Ok"]))

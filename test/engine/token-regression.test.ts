@@ -83,13 +83,16 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     expect(shows(effects)).toContain("Call Release a#1@s2")
   })
 
-  it("a HeldBy token counts as seen: a later grant below it is a regression", () => {
+  it.each([
+    { held: 9n, grant: 2n, case: "a HeldBy token counts as seen: a later grant below it is a regression" },
+    { held: 1n, grant: 1n, case: "the same token granted to us that another holder had (both holding token 1 after a restart) is a regression" }
+  ])("$case", ({ grant, held }) => {
     const d = liveDriver()
     d.start(1, "a")
-    d.acquireReply("a", heldBy(9n, 1_000), 10)
+    d.acquireReply("a", heldBy(held, 1_000), 10)
     d.send(released("a"), 20)
-    const effects = d.acquireReply("a", granted(2n), 30)
-    expect(published(effects)).toContain("Publish TokenRegressed a seen=9 token=2")
+    const effects = d.acquireReply("a", granted(grant), 30)
+    expect(published(effects)).toContain(`Publish TokenRegressed a seen=${held} token=${grant}`)
     expect(only(effects, "Elected")).toEqual([])
   })
 
@@ -102,21 +105,10 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     expect(published(effects)).toContain("Publish TokenRegressed a seen=9 token=1")
   })
 
-  it("the same token granted to us that another holder had (both holding token 1 after a restart) is a regression", () => {
-    const d = liveDriver()
-    d.start(1, "a")
-    d.acquireReply("a", heldBy(1n, 1_000), 10)
-    d.send(released("a"), 20)
-    const effects = d.acquireReply("a", granted(1n), 30)
-    expect(published(effects)).toContain("Publish TokenRegressed a seen=1 token=1")
-    expect(only(effects, "Elected")).toEqual([])
-  })
-
   it("a renewal listing our lease with a lower token: reported, the term revoked TAKEN_OVER, the low lease given back", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, [["a", 2n]]), 5_010)
+    const effects = d.renewListing([["a", 2n]])
     expect(published(effects)).toContain("Publish TokenRegressed a seen=7 token=2")
     expect(shows(effects)).toContain("Revoked a#7 TAKEN_OVER")
     expect(shows(effects)).toContain("Call Release a#2@s1")
@@ -128,8 +120,7 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
   it("a renewal no longer listing a lease of the live session: reported with no token, no quiet period", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000, []), 5_010)
+    const effects = d.renewListing([])
     expect(regressions(effects)).toEqual([expect.objectContaining({ name: "a", seen: 7n, token: undefined })])
     expect(d.timer("retry:1").at).toBeLessThan(5_010 + quiet)
   })
@@ -162,11 +153,7 @@ describe("Engine rule 7: what is not a regression", () => {
 
   it("a late grant to an abandoned attempt is not reported (it may predate what was seen since)", () => {
     const d = liveDriver()
-    d.start(1, "a")
-    const old = d.call("Acquire", "a")
-    d.send(stop(1, 9), 100)
-    d.send(start(2, "a"), 150)
-    const current = d.calls("Acquire", "a").find((c) => c.requestId !== old.requestId)!
+    const { current, old } = d.restartDuringAcquire("a")
     d.send(replyEvent(current, granted(6n)), 160)
     const effects = d.send(replyEvent(old, granted(5n)), 200)
     expect(regressions(effects)).toEqual([])
