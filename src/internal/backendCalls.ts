@@ -11,14 +11,14 @@ import * as CallSweeper from "./callSweeper.js"
 import { type Call, offer, type Shell } from "./shell.js"
 
 /** Answers `call` to the engine. */
-export const reply = (shell: Shell, call: Call, response: Engine.Response): Effect.Effect<boolean> =>
+export const reply = (shell: Shell, call: Call, response: Engine.Response): Effect.Effect<void> =>
   offer(shell, { _tag: "Reply", requestId: call.requestId, sentAt: call.sentAt, request: call.request, response })
 
 /**
  * Answers `call` as failed: it outlived its timeout. (Its metrics and span belong to the backend's
  * constructor, `LeaseBackend.make`, which counts the interrupted call as a failure.)
  */
-export const timedOut = (shell: Shell, call: Call): Effect.Effect<boolean> =>
+export const timedOut = (shell: Shell, call: Call): Effect.Effect<void> =>
   reply(shell, call, {
     _tag: "Failed",
     error: new BackendError({

@@ -17,7 +17,6 @@ import * as LogLevel from "effect/LogLevel"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
-import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
@@ -35,7 +34,7 @@ import * as Loop from "./loop.js"
 import * as Observe from "./observe.js"
 import * as Partitions from "./partitions.js"
 import * as SessionDeadline from "./sessionDeadline.js"
-import type { Call, Shell } from "./shell.js"
+import type { Call, LoopInput, Shell } from "./shell.js"
 import * as Snapshot from "./snapshot.js"
 
 /**
@@ -57,11 +56,11 @@ export const makeWithShell = (
       backend,
       logLevel: LogLevel.fromLiteral(config.logLevel),
       scope,
-      events: yield* Queue.unbounded<Engine.Event>(),
+      events: yield* Queue.unbounded<LoopInput>(),
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),
-      publishing: yield* Effect.makeSemaphore(1),
-      state: yield* Ref.make(Engine.initial(config, seed)),
+      state: Engine.initial(config, seed),
       shutdown: yield* Deferred.make<void>(),
+      shutDown: false,
       hooks: new Map(),
       groupHooks: new Map(),
       completions: new Map(),

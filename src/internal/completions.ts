@@ -4,18 +4,22 @@
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import type * as Engine from "../Engine.js"
-import { offer, type Shell } from "./shell.js"
+import { offerNow, type Shell } from "./shell.js"
+
+const closed: Engine.Outcome = { _tag: "Closed" }
 
 /** Queues an event carrying a fresh completion and waits for the engine to complete it. */
 export const request = (shell: Shell, make: (completion: number) => Engine.Event): Effect.Effect<Engine.Outcome> =>
-  Effect.gen(function*() {
-    if (yield* Deferred.isDone(shell.shutdown)) return { _tag: "Closed" } as const
+  Effect.suspend(() => {
+    if (shell.shutDown) return Effect.succeed(closed)
     const completion = shell.nextId++
-    const deferred = yield* Deferred.make<Engine.Outcome>()
+    const deferred = Deferred.unsafeMake<Engine.Outcome>(FiberId.none)
     shell.completions.set(completion, deferred)
-    yield* offer(shell, make(completion))
-    return yield* Deferred.await(deferred)
+    offerNow(shell, make(completion))
+    return Deferred.await(deferred)
   })
 
 /**
@@ -23,21 +27,20 @@ export const request = (shell: Shell, make: (completion: number) => Engine.Event
  * the wait for it. The engine answers every completion it was given, so the entry never outlives it.
  */
 export const register = (shell: Shell): Effect.Effect<{ readonly id: number; readonly outcome: Effect.Effect<Engine.Outcome> }> =>
-  Effect.gen(function*() {
+  Effect.sync(() => {
     const id = shell.nextId++
-    const deferred = yield* Deferred.make<Engine.Outcome>()
-    if (yield* Deferred.isDone(shell.shutdown)) yield* Deferred.succeed(deferred, { _tag: "Closed" })
+    const deferred = Deferred.unsafeMake<Engine.Outcome>(FiberId.none)
+    if (shell.shutDown) Deferred.unsafeDone(deferred, Exit.succeed(closed))
     else shell.completions.set(id, deferred)
     return { id, outcome: Deferred.await(deferred) }
   })
 
-/** The `Complete` effect. */
-export const complete = (shell: Shell, completion: number, outcome: Engine.Outcome): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const deferred = shell.completions.get(completion)
-    shell.completions.delete(completion)
-    return deferred === undefined ? Effect.void : Deferred.succeed(deferred, outcome)
-  })
+/** The `Complete` effect (the loop's, done at once). */
+export const complete = (shell: Shell, completion: number, outcome: Engine.Outcome): void => {
+  const deferred = shell.completions.get(completion)
+  shell.completions.delete(completion)
+  if (deferred !== undefined) Deferred.unsafeDone(deferred, Exit.succeed(outcome))
+}
 
 /**
  * After the client's scope closed nobody will complete anything: answer every waiter `Closed`.
@@ -46,7 +49,9 @@ export const complete = (shell: Shell, completion: number, outcome: Engine.Outco
  */
 export const shutDown = (shell: Shell): Effect.Effect<void> =>
   Effect.zipRight(
-    Deferred.succeed(shell.shutdown, undefined),
+    Effect.zipRight(Effect.sync(() => {
+      shell.shutDown = true
+    }), Deferred.succeed(shell.shutdown, undefined)),
     Effect.suspend(() =>
       Effect.forEach(
         Array.from(shell.completions.values()),

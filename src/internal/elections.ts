@@ -3,7 +3,6 @@ import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -37,8 +36,8 @@ export const election = (
     const terms = current.changes.pipe(Stream.filterMap((term) => term), Stream.changes)
     return {
       name,
-      status: Effect.map(Ref.get(shell.state), (s) => {
-        const e = s.elections.get(handle)
+      status: Effect.sync(() => {
+        const e = shell.state.elections.get(handle)
         return e === undefined ? "STOPPED" : Engine.publicStatus(e)
       }),
       term: SubscriptionRef.get(current),

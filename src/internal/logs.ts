@@ -6,7 +6,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as LogLevel from "effect/LogLevel"
-import * as Ref from "effect/Ref"
 import type { ElectionKind } from "../Engine.js"
 import { format, type SimbaEvent } from "../SimbaEvent.js"
 import type { Shell } from "./shell.js"
@@ -85,17 +84,20 @@ const annotationsOf = (event: SimbaEvent): Record<string, string> => {
   }
 }
 
-/** Writes the log line of `event`, annotated with the backend and the current session. */
-export const log = (shell: Shell, event: SimbaEvent, kind?: ElectionKind): Effect.Effect<void> => {
+/**
+ * The log line of `event`, annotated with the backend and the current session; `undefined` when
+ * its level is below the client's (most events of a lock: nothing to run).
+ */
+export const log = (shell: Shell, event: SimbaEvent, kind?: ElectionKind): Effect.Effect<void> | undefined => {
   const level = levelOf(event, kind)
-  if (!LogLevel.greaterThanEqual(level, shell.logLevel)) return Effect.void
-  return Effect.flatMap(Ref.get(shell.state), (state) =>
-    Effect.logWithLevel(level, `Simba: ${format(event)}${explanation(event)}`).pipe(
-      Effect.annotateLogs({
-        backend: shell.backend.backend,
-        ...(state.session.id === undefined ? {} : { sessionId: state.session.id }),
-        ...(kind === undefined ? {} : { kind }),
-        ...annotationsOf(event)
-      })
-    ))
+  if (!LogLevel.greaterThanEqual(level, shell.logLevel)) return undefined
+  const sessionId = shell.state.session.id
+  return Effect.logWithLevel(level, `Simba: ${format(event)}${explanation(event)}`).pipe(
+    Effect.annotateLogs({
+      backend: shell.backend.backend,
+      ...(sessionId === undefined ? {} : { sessionId }),
+      ...(kind === undefined ? {} : { kind }),
+      ...annotationsOf(event)
+    })
+  )
 }

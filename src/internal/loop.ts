@@ -1,67 +1,106 @@
 /**
  * The loop fiber: takes an event, runs `Engine.step` with `now` from the clock, and performs the
  * effects in order. Only this fiber sets the engine state.
+ *
+ * Most effects are done synchronously (a deadline cell, a completion, an event published with no log
+ * line to write, a timer cancelled): only the ones that fork or run a hook are Effects, and the rest
+ * of a step's effects are chained after them, so the order is kept at the cost of one Effect per
+ * effect that needs one (a step of an uncontended lock has one or two).
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as PubSub from "effect/PubSub"
+import * as FiberRef from "effect/FiberRef"
 import * as Queue from "effect/Queue"
-import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
-import * as Term from "../Term.js"
 import * as BackendCalls from "./backendCalls.js"
 import * as Completions from "./completions.js"
 import * as Logs from "./logs.js"
 import * as SessionDeadline from "./sessionDeadline.js"
-import { offer, type Shell } from "./shell.js"
+import { type LoopFiber, type LoopInput, offerNow, type Shell } from "./shell.js"
 import * as Terms from "./terms.js"
 import * as Timers from "./timers.js"
 
-const perform = (shell: Shell, effect: Engine.Effect, now: number): Effect.Effect<void> => {
+/** Performs `effect` at once if it needs no Effect; else returns the Effect that performs it. */
+const perform = (shell: Shell, effect: Engine.Effect, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
   switch (effect._tag) {
     case "Call":
       return BackendCalls.perform(shell, effect, now)
     case "Arm":
-      return Timers.arm(shell, effect.key, effect.id, effect.at, now)
+      return Timers.arm(shell, effect.key, effect.id, effect.at, now, loop.id)
     case "Disarm":
-      return Timers.cancel(shell, effect.key)
+      Timers.cancel(shell, effect.key, loop.id)
+      return undefined
     case "Deadline":
-      return Effect.sync(() => SessionDeadline.set(shell.deadline, effect.sessionSeq, effect.deadline))
+      SessionDeadline.set(shell.deadline, effect.sessionSeq, effect.deadline)
+      return undefined
     case "Elected":
-      return Terms.onElected(shell, effect)
+      return Terms.onElected(shell, effect, loop)
     case "Revoked":
-      return Terms.onRevoked(shell, effect)
+      return Terms.onRevoked(shell, effect, loop)
     case "Complete":
-      return Completions.complete(shell, effect.completion, effect.outcome)
-    case "Publish":
-      // Every lifecycle log line comes from here (README "Logs").
-      return Effect.zipRight(Logs.log(shell, effect.event, effect.kind), PubSub.publish(shell.pubsub, effect.event))
+      Completions.complete(shell, effect.completion, effect.outcome)
+      return undefined
+    case "Publish": {
+      // Every lifecycle log line comes from here (README "Logs"); most events write none.
+      const log = Logs.log(shell, effect.event, effect.kind)
+      if (log === undefined) {
+        shell.pubsub.unsafeOffer(effect.event)
+        return undefined
+      }
+      return Effect.zipRight(log, Effect.sync(() => shell.pubsub.unsafeOffer(effect.event)))
+    }
     case "Members":
       // The group view lives in the engine state, where `snapshot` reads it.
-      return Effect.void
+      return undefined
   }
 }
 
+/** Performs `effects` from `index` on, in order. */
+const performFrom = (
+  shell: Shell,
+  effects: ReadonlyArray<Engine.Effect>,
+  index: number,
+  now: number,
+  loop: LoopFiber
+): Effect.Effect<void> => {
+  for (let i = index; i < effects.length; i++) {
+    const pending = perform(shell, effects[i]!, now, loop)
+    if (pending !== undefined) {
+      return i + 1 === effects.length ? pending : Effect.zipRight(pending, Effect.suspend(() => performFrom(shell, effects, i + 1, now, loop)))
+    }
+  }
+  return Effect.void
+}
+
+/** Runs one input: a step of the engine and its effects, or a task that must see no step half-done. */
+const handle = (shell: Shell, input: LoopInput, loop: LoopFiber): Effect.Effect<void> =>
+  input._tag === "Task" ? input.run : Effect.flatMap(Clock.currentTimeNanos, (nanos) => {
+    // Milliseconds on the monotonic clock, as `Term.monotonicMillis`.
+    const now = Number(nanos) / 1_000_000
+    const [next, effects] = Engine.step(shell.state, input, now)
+    shell.state = next
+    return performFrom(shell, effects, 0, now, loop)
+  })
+
 /** The loop, forever. */
 export const run = (shell: Shell): Effect.Effect<never> =>
-  Effect.gen(function*() {
-    const event = yield* Queue.take(shell.events)
-    // From the new state to its last published event, `observe` waits (see observe.ts).
-    yield* shell.publishing.withPermits(1)(Effect.gen(function*() {
-      const now = yield* Term.monotonicMillis
-      const [next, effects] = Engine.step(yield* Ref.get(shell.state), event, now)
-      yield* Ref.set(shell.state, next)
-      for (const effect of effects) yield* perform(shell, effect, now)
-    }))
-  }).pipe(Effect.forever)
+  Effect.flatMap(
+    Effect.zip(Effect.fiberId, FiberRef.get(FiberRef.currentMetricLabels)),
+    ([id, metricLabels]) => {
+      const loop: LoopFiber = { id, metricLabels }
+      return Effect.forever(Effect.flatMap(Queue.take(shell.events), (input) => handle(shell, input, loop)))
+    }
+  )
 
 /** Queues the backend's hints the engine has a use for, forever. */
 export const forwardHints = (shell: Shell): Effect.Effect<void> =>
   shell.backend.hints.pipe(
-    Stream.runForEach((hint) =>
-      Effect.flatMap(
-        Ref.get(shell.state),
-        (current) => Engine.wantsHint(current, hint) ? offer(shell, { _tag: "Hint", hint }) : Effect.void
-      )
+    Stream.runForEachChunk((hints) =>
+      Effect.sync(() => {
+        for (const hint of hints) {
+          if (Engine.wantsHint(shell.state, hint)) offerNow(shell, { _tag: "Hint", hint })
+        }
+      })
     )
   )

@@ -1,17 +1,19 @@
 /**
  * `observe`: the client's current state replayed as events, then every live event, with nothing
  * missed or repeated in between (README "Observing from the start"). The subscription is taken and
- * the state read while holding the loop's `publishing` permit, which the loop holds from setting a
- * step's state until it has published that step's events: so every event is either reflected in the
- * replayed state or delivered live, never both, and `Elected`/`Revoked` still pair up.
+ * the state read by the loop itself, between two steps (a `Task`): a step's state and its published
+ * events go together, so every event is either reflected in the replayed state or delivered live,
+ * never both, and `Elected`/`Revoked` still pair up.
  */
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
-import * as Ref from "effect/Ref"
+import type * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
 import { SimbaEvent } from "../SimbaEvent.js"
-import type { Shell } from "./shell.js"
+import { offer, type Shell } from "./shell.js"
 
 /** The events that bring an observer from nothing to `state`, in the order the live ones come. */
 export const replay = (state: Engine.State): ReadonlyArray<SimbaEvent> => {
@@ -36,11 +38,20 @@ export const replay = (state: Engine.State): ReadonlyArray<SimbaEvent> => {
 
 export const observe = (shell: Shell): Stream.Stream<SimbaEvent> =>
   Stream.unwrapScoped(
-    shell.publishing.withPermits(1)(
-      Effect.gen(function*() {
-        const live = yield* PubSub.subscribe(shell.pubsub)
-        const current = yield* Ref.get(shell.state)
-        return Stream.concat(Stream.fromIterable(replay(current)), Stream.fromQueue(live))
-      })
-    )
+    Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      const taken = yield* Deferred.make<readonly [Queue.Dequeue<SimbaEvent>, Engine.State]>()
+      const take = PubSub.subscribe(shell.pubsub).pipe(
+        Scope.extend(scope),
+        Effect.map((live) => [live, shell.state] as const)
+      )
+      // Taken by the loop, between two steps; the subscription lives in the observer's scope. Once
+      // the client is shut down no step comes any more (and the loop may never run the task).
+      yield* offer(shell, { _tag: "Task", run: Effect.flatMap(take, (taking) => Deferred.succeed(taken, taking)) })
+      const [live, current] = yield* Effect.raceFirst(
+        Deferred.await(taken),
+        Effect.zipRight(Deferred.await(shell.shutdown), take)
+      )
+      return Stream.concat(Stream.fromIterable(replay(current)), Stream.fromQueue(live))
+    })
   )

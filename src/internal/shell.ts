@@ -6,13 +6,14 @@
  * is touched by the loop fiber only.
  */
 import type * as Deferred from "effect/Deferred"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import type * as LogLevel from "effect/LogLevel"
+import type * as MetricLabel from "effect/MetricLabel"
 import type * as Option from "effect/Option"
 import type * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
-import type * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import type * as Engine from "../Engine.js"
 import type { LeaseBackendService } from "../LeaseBackend.js"
@@ -20,6 +21,20 @@ import type { SimbaEvent } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
 import type * as CallSweeper from "./callSweeper.js"
 import type * as SessionDeadline from "./sessionDeadline.js"
+
+/**
+ * What the loop takes: an engine event, or a task the loop runs between two steps (so it sees every
+ * step's state and published events together, e.g. `observe` subscribing and reading the state).
+ */
+export type LoopInput = Engine.Event | { readonly _tag: "Task"; readonly run: Effect.Effect<void> }
+
+/** What the loop's synchronous parts need of the loop fiber: its id, and its metric labels. */
+export interface LoopFiber {
+  /** Who asks a fiber to stop (as `Fiber.interruptFork` would, without a fiber to do the asking). */
+  readonly id: FiberId.FiberId
+  /** The labels `Metric.increment` would read in the loop fiber (set once, when the loop was forked). */
+  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+}
 
 /** A backend request the engine asked for. */
 export type Call = Extract<Engine.Effect, { _tag: "Call" }>
@@ -54,15 +69,15 @@ export interface Shell {
   readonly logLevel: LogLevel.LogLevel
   /** The client's fibers (loop, timers, calls, sweeper); closed after the session was closed. */
   readonly scope: Scope.Scope
-  /** The engine's input, taken by the loop fiber. */
-  readonly events: Queue.Queue<Engine.Event>
+  /** The engine's input (and the loop's tasks), taken by the loop fiber. */
+  readonly events: Queue.Queue<LoopInput>
   readonly pubsub: PubSub.PubSub<SimbaEvent>
-  /** Held by the loop from a step's new state until its events are published (`observe.ts`). */
-  readonly publishing: Effect.Semaphore
-  /** The engine state; only the loop fiber sets it. */
-  readonly state: Ref.Ref<Engine.State>
+  /** The engine state; only the loop fiber sets it (readers take it as it is between two steps). */
+  state: Engine.State
   /** Done once the client's scope closed: nobody will complete anything any more. */
   readonly shutdown: Deferred.Deferred<void>
+  /** `shutdown` is done (read without an Effect by the requests). */
+  shutDown: boolean
   readonly hooks: Map<number, Hooks>
   readonly groupHooks: Map<string, Hooks>
   /** Callers waiting for the engine's `Complete`, by completion id. */
@@ -77,7 +92,12 @@ export interface Shell {
   nextId: number
 }
 
-export const offer = (shell: Shell, event: Engine.Event): Effect.Effect<boolean> => Queue.offer(shell.events, event)
+/** Queues `event` for the loop (the queue is unbounded: this never waits). */
+export const offerNow = (shell: Shell, event: LoopInput): void => {
+  Queue.unsafeOffer(shell.events, event)
+}
+
+export const offer = (shell: Shell, event: LoopInput): Effect.Effect<void> => Effect.sync(() => offerNow(shell, event))
 
 /** How many entries each registry holds: a long-lived client's must stay bounded (tests check it). */
 export const sizes = (shell: Shell) => ({

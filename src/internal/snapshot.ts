@@ -1,7 +1,6 @@
 /** The client's `snapshot`: the session, every election/lock/partition and every group, read from the engine state. */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Ref from "effect/Ref"
 import * as Engine from "../Engine.js"
 import type { SimbaSnapshot } from "../Simba.js"
 import * as Term from "../Term.js"
@@ -10,7 +9,7 @@ import type { Shell } from "./shell.js"
 
 export const snapshot = (shell: Shell): Effect.Effect<SimbaSnapshot> =>
   Effect.gen(function*() {
-    const s = yield* Ref.get(shell.state)
+    const s = shell.state
     const now = yield* Term.monotonicMillis
     const left = (deadline: number) => Duration.millis(Math.max(0, deadline - now))
     const sessionDeadline = s.session.status === "LIVE" || s.session.status === "SUSPENDED" ? s.session.deadline : now

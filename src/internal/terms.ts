@@ -7,19 +7,22 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Metric from "effect/Metric"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import type * as Engine from "../Engine.js"
 import * as Term from "../Term.js"
-import { interruptSignal } from "./interrupt.js"
 import * as Metrics from "./metrics.js"
 import * as SessionDeadline from "./sessionDeadline.js"
-import { type LiveTerm, offer, type Shell } from "./shell.js"
+import { type Hooks, type LiveTerm, type LoopFiber, offer, type Shell } from "./shell.js"
 
-export const onElected = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    const revoked = yield* Deferred.make<Term.RevokeReason>()
+export const onElected = (
+  shell: Shell,
+  effect: Extract<Engine.Effect, { _tag: "Elected" }>,
+  loop: LoopFiber
+): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const revoked = Deferred.unsafeMake<Term.RevokeReason>(loop.id)
     const cell = SessionDeadline.cellOf(shell.deadline, effect.sessionSeq)
     const term = Term.make({
       name: effect.name,
@@ -31,54 +34,71 @@ export const onElected = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "
     const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
     shell.terms.set(effect.termId, live)
     const metrics = Metrics.forLease(effect.name, effect.group)
-    yield* Metric.increment(metrics.termsWon)
-    yield* Metric.increment(metrics.leaderTerms)
+    metrics.termsWon.unsafeUpdate(1, loop.metricLabels)
+    metrics.leaderTerms.unsafeModify(1, loop.metricLabels)
     const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
-    const work = hook === undefined ? Option.none() : yield* hook.onElected(term, effect.partition)
-    if (Option.isSome(work)) {
-      const startedAt = yield* Clock.currentTimeMillis
-      // Set when the work failed on its own: the engine then gives the term up for this cooldown.
-      const stepDown = yield* Ref.make<number | undefined>(undefined)
-      const failed = (cause: Cause.Cause<unknown>) =>
-        Effect.gen(function*() {
-          // Failing because the term was revoked (e.g. `ensureValid`) is not the work's failure.
-          if (Cause.isInterruptedOnly(cause) || (yield* Deferred.isDone(revoked))) return
-          const ranFor = (yield* Clock.currentTimeMillis) - startedAt
-          const cooldown = hook?.onWorkFailed?.(effect.partition, ranFor)
-          yield* Effect.logError(
-            cooldown === undefined
-              ? `leader work for ${effect.name} failed`
-              : `leader work for ${effect.name} failed; giving the lease up, competing again in ${cooldown} ms`,
-            cause
-          )
-          yield* Ref.set(stepDown, cooldown)
-        })
-      live.work = yield* work.value.pipe(
-        Effect.catchAllCause(failed),
-        Effect.ensuring(Effect.flatMap(Ref.get(stepDown), (cooldown) =>
-          offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId, stepDown: cooldown }))),
-        // Not in the client's scope: closing must not wait for work that ignores interruption
-        // longer than the handover allows (the engine bounds it by the deadline). Every term is
-        // revoked, and so its work interrupted, before the client closes.
-        Effect.forkDaemon
-      )
-    } else if (effect.hasWork) {
+    if (hook === undefined) return effect.hasWork ? workExited(shell, effect) : Effect.void
+    return Effect.flatMap(hook.onElected(term, effect.partition), (work) => {
+      if (Option.isSome(work)) return runWork(shell, effect, live, hook, work.value)
       // The engine waits for the work it was told of; for a term without work it waits for nothing.
-      yield* offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
-    }
+      return effect.hasWork ? workExited(shell, effect) : Effect.void
+    })
   })
 
-export const onRevoked = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Revoked" }>): Effect.Effect<void> =>
+const workExited = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>) =>
+  offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
+
+/** Runs a term's work in a fiber of its own, which tells the engine when it exits. */
+const runWork = (
+  shell: Shell,
+  effect: Extract<Engine.Effect, { _tag: "Elected" }>,
+  live: LiveTerm,
+  hook: Hooks,
+  work: Effect.Effect<unknown, unknown>
+): Effect.Effect<void> =>
   Effect.gen(function*() {
-    const live = shell.terms.get(effect.termId)
-    if (live === undefined) return
-    shell.terms.delete(effect.termId)
-    yield* Deferred.succeed(live.revoked, effect.reason)
-    const metrics = Metrics.forLease(effect.name, live.group)
-    yield* Metric.increment(metrics.revocations[effect.reason])
-    yield* Metric.incrementBy(metrics.leaderTerms, -1)
-    // The engine never waits for the work: interruption is forked.
-    if (live.work !== undefined) yield* interruptSignal(live.work)
-    const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
-    if (hook !== undefined) yield* hook.onRevoked(live.term, effect.reason)
+    const startedAt = yield* Clock.currentTimeMillis
+    // Set when the work failed on its own: the engine then gives the term up for this cooldown.
+    const stepDown = yield* Ref.make<number | undefined>(undefined)
+    const failed = (cause: Cause.Cause<unknown>) =>
+      Effect.gen(function*() {
+        // Failing because the term was revoked (e.g. `ensureValid`) is not the work's failure.
+        if (Cause.isInterruptedOnly(cause) || (yield* Deferred.isDone(live.revoked))) return
+        const ranFor = (yield* Clock.currentTimeMillis) - startedAt
+        const cooldown = hook.onWorkFailed?.(effect.partition, ranFor)
+        yield* Effect.logError(
+          cooldown === undefined
+            ? `leader work for ${effect.name} failed`
+            : `leader work for ${effect.name} failed; giving the lease up, competing again in ${cooldown} ms`,
+          cause
+        )
+        yield* Ref.set(stepDown, cooldown)
+      })
+    live.work = yield* work.pipe(
+      Effect.catchAllCause(failed),
+      Effect.ensuring(Effect.flatMap(Ref.get(stepDown), (cooldown) =>
+        offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId, stepDown: cooldown }))),
+      // Not in the client's scope: closing must not wait for work that ignores interruption
+      // longer than the handover allows (the engine bounds it by the deadline). Every term is
+      // revoked, and so its work interrupted, before the client closes.
+      Effect.forkDaemon
+    )
   })
+
+export const onRevoked = (
+  shell: Shell,
+  effect: Extract<Engine.Effect, { _tag: "Revoked" }>,
+  loop: LoopFiber
+): Effect.Effect<void> | undefined => {
+  const live = shell.terms.get(effect.termId)
+  if (live === undefined) return undefined
+  shell.terms.delete(effect.termId)
+  Deferred.unsafeDone(live.revoked, Exit.succeed(effect.reason))
+  const metrics = Metrics.forLease(effect.name, live.group)
+  metrics.revocations[effect.reason].unsafeUpdate(1, loop.metricLabels)
+  metrics.leaderTerms.unsafeModify(-1, loop.metricLabels)
+  // The engine never waits for the work: it is asked to stop, not awaited.
+  live.work?.unsafeInterruptAsFork(loop.id)
+  const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
+  return hook?.onRevoked(live.term, effect.reason)
+}
