@@ -15,7 +15,6 @@ import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as LogLevel from "effect/LogLevel"
 import * as PubSub from "effect/PubSub"
-import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -31,10 +30,11 @@ import * as Completions from "./completions.js"
 import * as Elections from "./elections.js"
 import * as Locks from "./locks.js"
 import * as Loop from "./loop.js"
+import * as Mailbox from "./mailbox.js"
 import * as Observe from "./observe.js"
 import * as Partitions from "./partitions.js"
 import * as SessionDeadline from "./sessionDeadline.js"
-import type { Call, LoopInput, Shell } from "./shell.js"
+import { type Call, type LoopInput, offerNow, type Shell } from "./shell.js"
 import * as Snapshot from "./snapshot.js"
 
 /**
@@ -56,7 +56,7 @@ export const makeWithShell = (
       backend,
       logLevel: LogLevel.fromLiteral(config.logLevel),
       scope,
-      events: yield* Queue.unbounded<LoopInput>(),
+      events: Mailbox.make<LoopInput>(),
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),
       state: Engine.initial(config, seed),
       shutdown: yield* Deferred.make<void>(),
@@ -77,7 +77,7 @@ export const makeWithShell = (
 
     yield* Effect.forkIn(Loop.run(shell), scope)
     yield* Effect.forkIn(Loop.forwardHints(shell), scope)
-    yield* Queue.offer(shell.events, { _tag: "Boot" })
+    offerNow(shell, { _tag: "Boot" })
 
     const close = Completions.request(shell, (completion) => ({ _tag: "Close", completion })).pipe(Effect.asVoid)
     // Closing the scope closes the session first (finalizers run in reverse order), then the fibers.

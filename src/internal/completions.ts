@@ -16,10 +16,12 @@ export const request = (shell: Shell, make: (completion: number) => Engine.Event
   Effect.suspend(() => {
     if (shell.shutDown) return Effect.succeed(closed)
     const completion = shell.nextId++
-    const deferred = Deferred.unsafeMake<Engine.Outcome>(FiberId.none)
-    shell.completions.set(completion, deferred)
-    offerNow(shell, make(completion))
-    return Deferred.await(deferred)
+    // No `Deferred`: the caller is resumed directly (an interrupted caller leaves its entry to the
+    // engine's answer, which always comes).
+    return Effect.async<Engine.Outcome>((resume) => {
+      shell.completions.set(completion, (outcome) => resume(Effect.succeed(outcome)))
+      offerNow(shell, make(completion))
+    })
   })
 
 /**
@@ -31,15 +33,15 @@ export const register = (shell: Shell): Effect.Effect<{ readonly id: number; rea
     const id = shell.nextId++
     const deferred = Deferred.unsafeMake<Engine.Outcome>(FiberId.none)
     if (shell.shutDown) Deferred.unsafeDone(deferred, Exit.succeed(closed))
-    else shell.completions.set(id, deferred)
+    else shell.completions.set(id, (outcome) => Deferred.unsafeDone(deferred, Exit.succeed(outcome)))
     return { id, outcome: Deferred.await(deferred) }
   })
 
 /** The `Complete` effect (the loop's, done at once). */
 export const complete = (shell: Shell, completion: number, outcome: Engine.Outcome): void => {
-  const deferred = shell.completions.get(completion)
+  const answer = shell.completions.get(completion)
   shell.completions.delete(completion)
-  if (deferred !== undefined) Deferred.unsafeDone(deferred, Exit.succeed(outcome))
+  answer?.(outcome)
 }
 
 /**
@@ -49,14 +51,11 @@ export const complete = (shell: Shell, completion: number, outcome: Engine.Outco
  */
 export const shutDown = (shell: Shell): Effect.Effect<void> =>
   Effect.zipRight(
-    Effect.zipRight(Effect.sync(() => {
+    Deferred.succeed(shell.shutdown, undefined),
+    Effect.sync(() => {
       shell.shutDown = true
-    }), Deferred.succeed(shell.shutdown, undefined)),
-    Effect.suspend(() =>
-      Effect.forEach(
-        Array.from(shell.completions.values()),
-        (deferred) => Deferred.succeed(deferred, { _tag: "Closed" }),
-        { discard: true }
-      )
-    )
+      const waiting = Array.from(shell.completions.values())
+      shell.completions.clear()
+      for (const answer of waiting) answer(closed)
+    })
   )

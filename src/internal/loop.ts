@@ -10,12 +10,12 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
-import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
 import * as BackendCalls from "./backendCalls.js"
 import * as Completions from "./completions.js"
 import * as Logs from "./logs.js"
+import * as Mailbox from "./mailbox.js"
 import * as SessionDeadline from "./sessionDeadline.js"
 import { type LoopFiber, type LoopInput, offerNow, type Shell } from "./shell.js"
 import * as Terms from "./terms.js"
@@ -89,7 +89,12 @@ export const run = (shell: Shell): Effect.Effect<never> =>
     Effect.zip(Effect.fiberId, FiberRef.get(FiberRef.currentMetricLabels)),
     ([id, metricLabels]) => {
       const loop: LoopFiber = { id, metricLabels }
-      return Effect.forever(Effect.flatMap(Queue.take(shell.events), (input) => handle(shell, input, loop)))
+      // Not `Effect.forever`, which yields to the scheduler after every event.
+      return Effect.whileLoop({
+        while: () => true,
+        body: () => Effect.flatMap(Mailbox.take(shell.events), (input) => handle(shell, input, loop)),
+        step: () => undefined
+      }).pipe(Effect.zipRight(Effect.never))
     }
   )
 

@@ -13,13 +13,13 @@ import type * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import type * as Option from "effect/Option"
 import type * as PubSub from "effect/PubSub"
-import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type * as Engine from "../Engine.js"
 import type { LeaseBackendService } from "../LeaseBackend.js"
 import type { SimbaEvent } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
 import type * as CallSweeper from "./callSweeper.js"
+import * as Mailbox from "./mailbox.js"
 import type * as SessionDeadline from "./sessionDeadline.js"
 
 /**
@@ -70,7 +70,7 @@ export interface Shell {
   /** The client's fibers (loop, timers, calls, sweeper); closed after the session was closed. */
   readonly scope: Scope.Scope
   /** The engine's input (and the loop's tasks), taken by the loop fiber. */
-  readonly events: Queue.Queue<LoopInput>
+  readonly events: Mailbox.Mailbox<LoopInput>
   readonly pubsub: PubSub.PubSub<SimbaEvent>
   /** The engine state; only the loop fiber sets it (readers take it as it is between two steps). */
   state: Engine.State
@@ -81,7 +81,7 @@ export interface Shell {
   readonly hooks: Map<number, Hooks>
   readonly groupHooks: Map<string, Hooks>
   /** Callers waiting for the engine's `Complete`, by completion id. */
-  readonly completions: Map<number, Deferred.Deferred<Engine.Outcome>>
+  readonly completions: Map<number, (outcome: Engine.Outcome) => void>
   /** The engine's timers by key, each a sleeping fiber. */
   readonly timers: Map<string, Fiber.RuntimeFiber<void>>
   /** The live terms by term id. */
@@ -94,7 +94,7 @@ export interface Shell {
 
 /** Queues `event` for the loop (the queue is unbounded: this never waits). */
 export const offerNow = (shell: Shell, event: LoopInput): void => {
-  Queue.unsafeOffer(shell.events, event)
+  Mailbox.offer(shell.events, event)
 }
 
 export const offer = (shell: Shell, event: LoopInput): Effect.Effect<void> => Effect.sync(() => offerNow(shell, event))
