@@ -22,23 +22,25 @@ export const levelOf = (event: SimbaEvent, kind?: ElectionKind): LogLevel.LogLev
     case "Revoked":
       if (kind !== "lock") return LogLevel.Info
       return event.reason === "STOPPED" ? LogLevel.Debug : LogLevel.Warning
-    case "SessionOpened":
-    case "SessionLive":
-    case "PartitionsAssigned":
-      return LogLevel.Info
     case "SessionEnded":
       // Closing is the user's doing; a session lost (deadline passed, expired) ends every term.
       return event.reason === "STOPPED" ? LogLevel.Info : LogLevel.Error
-    case "SessionSuspended":
-    case "SessionLeaseShortened":
-    case "BackendFailed":
-      return LogLevel.Warning
-    case "TokenRegressed":
-      return LogLevel.Error
-    case "StatusChanged":
-    case "GroupView":
-      return LogLevel.Debug
+    default:
+      return fixedLevels[event._tag]
   }
+}
+
+/** The events whose level is the same whatever they say. */
+const fixedLevels: Record<Exclude<SimbaEvent["_tag"], "Elected" | "Revoked" | "SessionEnded">, LogLevel.LogLevel> = {
+  SessionOpened: LogLevel.Info,
+  SessionLive: LogLevel.Info,
+  PartitionsAssigned: LogLevel.Info,
+  SessionSuspended: LogLevel.Warning,
+  SessionLeaseShortened: LogLevel.Warning,
+  BackendFailed: LogLevel.Warning,
+  TokenRegressed: LogLevel.Error,
+  StatusChanged: LogLevel.Debug,
+  GroupView: LogLevel.Debug
 }
 
 /** Why the line matters, where the event alone does not say it. */
