@@ -11,7 +11,6 @@
  * `LockReentryError` instead of waiting for itself forever.
  */
 import * as Cause from "effect/Cause"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -36,6 +35,30 @@ const tryOnce = (options: LockOptions | undefined): boolean =>
   options?.timeout !== undefined && Duration.lessThanOrEqualTo(Duration.decode(options.timeout), Duration.zero)
 
 /**
+ * A value completed once (by the loop) and awaited by the caller, before or after: a `Deferred`
+ * without the cost of making one (it copies Effect's prototype into every instance).
+ */
+const awaitable = <A>() => {
+  let value: Option.Option<A> = Option.none()
+  let resume: ((effect: Effect.Effect<A>) => void) | undefined
+  return {
+    complete: (a: A): Option.Option<never> => {
+      value = Option.some(a)
+      resume?.(Effect.succeed(a))
+      return Option.none()
+    },
+    await: Effect.suspend(() =>
+      Option.isSome(value) ? Effect.succeed(value.value) : Effect.async<A>((callback) => {
+        resume = callback
+        return Effect.sync(() => {
+          resume = undefined
+        })
+      })
+    )
+  }
+}
+
+/**
  * Holds the lock `name` until the scope closes (`None`: a try-lock that did not get it); `onRevoked`
  * runs (in the loop) when the term ends.
  */
@@ -47,22 +70,22 @@ const acquire = (
 ): Effect.Effect<Option.Option<Term.Term>, LockError, Scope.Scope> =>
   Effect.gen(function*() {
     if (yield* holds(shell, name)) return yield* new LockReentryError({ lease: name })
-    const won = yield* Deferred.make<Term.Term>()
+    const won = awaitable<Term.Term>()
     const single = tryOnce(options)
     const { tried } = yield* Handles.start(shell, name, "lock", false, {
-      onElected: (term) => Effect.as(Deferred.succeed(won, term), Option.none()),
+      onElected: (term) => Effect.sync(() => won.complete(term)),
       onRevoked
     }, single)
     if (single) {
       const outcome = yield* tried
       if (outcome._tag === "Closed") return yield* new SimbaClosedError()
       if (outcome._tag !== "Ok") return Option.none()
-      return Option.some(yield* Deferred.await(won))
+      return Option.some(yield* won.await)
     }
     const timeout = options?.timeout
-    if (timeout === undefined) return Option.some(yield* Deferred.await(won))
+    if (timeout === undefined) return Option.some(yield* won.await)
     return Option.some(
-      yield* Deferred.await(won).pipe(
+      yield* won.await.pipe(
         Effect.timeoutFail({
           duration: timeout,
           onTimeout: () => notAcquired(name, timeout)
@@ -107,8 +130,10 @@ const runLocked = <A, E, R>(
       if (Option.isNone(acquired)) return Option.none()
       const term = acquired.value
       const held = yield* FiberRef.get(heldLocks)
+      // Set in the child, not `Effect.locally`: nothing to restore in a fiber that ends with the body
+      // (and `Fiber.await` takes none of its fiber refs back).
       const fiber = yield* Effect.fork(
-        Effect.locally(Effect.isEffect(body) ? body : body(term), heldLocks, [...held, { shell, name }])
+        Effect.zipRight(FiberRef.set(heldLocks, [...held, { shell, name }]), Effect.suspend(() => Effect.isEffect(body) ? body : body(term)))
       )
       running = fiber
       // Revoked between the grant and the fork: the hook found no fiber to interrupt.
