@@ -17,7 +17,8 @@
  * Keys and connection names start with `bench-<random>`; the keys are deleted at the end.
  *
  * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
- * costs the contended section needs, + contended): prints those rows and stops, writing no results file.
+ * costs the contended section needs, + contended) or `--only handover` (floor + handover): prints those
+ * rows and stops, writing no results file.
  */
 import { writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
@@ -80,7 +81,9 @@ const printTable = () => {
 
 const onlyAt = process.argv.indexOf("--only")
 const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
-if (only !== undefined && only !== "uncontended" && only !== "contended") throw new Error("--only uncontended | contended")
+if (only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover") {
+  throw new Error("--only uncontended | contended | handover")
+}
 
 const main = async () => {
   installRoundTripCounter()
@@ -133,6 +136,47 @@ const main = async () => {
     row("floor", "push handover (EVAL that PUBLISHes → subscriber → EVAL), p90", "ms", {
       floor: R.summary.p90(floor.pushHandover)
     })
+
+    // ---- handover ---- (a function: `--only handover` runs it right after the floor)
+    const handoverSection = async () => {
+      log("handover: simba")
+      const hSimba = await R.handoverSimba(ctx)
+      const handover: Record<R.Tuning, Record<R.PeerKind, R.HandoverResult>> = {} as never
+      for (const tuning of ["defaults", "tuned"] as const) {
+        handover[tuning] = {} as never
+        for (const kind of ["redlock", "redisSemaphore"] as const) {
+          log(`handover: ${kind} ${tuning}`)
+          handover[tuning][kind] = await R.handoverPeer(ctx, kind, tuning)
+        }
+      }
+      for (const tuning of ["defaults", "tuned"] as const) {
+        const peers = handover[tuning]
+        const suffix = tuning === "defaults" ? " (peers at defaults)" : " (peers tuned)"
+        const h = (f: (r: R.HandoverResult) => number) => ({
+          simba: f(hSimba),
+          redlock: f(peers.redlock),
+          redisSemaphore: f(peers.redisSemaphore)
+        })
+        row("handover", `release → waiter holds, median of 50${suffix}`, "ms", {
+          ...h((r) => R.summary.median(r.samples)),
+          floor: R.summary.median(floor.pushHandover)
+        })
+        row("handover", `release → waiter holds, p90 of 50${suffix}`, "ms", {
+          ...h((r) => R.summary.p90(r.samples)),
+          floor: R.summary.p90(floor.pushHandover)
+        })
+        row("handover", `waiter round trips/s while waiting${suffix}`, "1/s", h((r) => r.waiterRoundTripsPerSecond))
+        row("handover", `waiter round trips per handover (waits of 10–40 ms)${suffix}`, "round trips", h((r) => r.waiterRoundTripsPerHandover))
+      }
+      row("handover", "Simba: release → its `released` PUBLISH heard by a plain subscriber (release ran in Redis), median", "ms", {
+        simba: R.summary.median(hSimba.releasedInRedis ?? [])
+      })
+      return hSimba
+    }
+    if (only === "handover") {
+      await handoverSection()
+      return printTable()
+    }
 
     // ---- uncontended ----
     log("uncontended: simba")
@@ -247,38 +291,7 @@ const main = async () => {
     row("renew", R.renewCommandsMetric, "commands", { simba: renewCommands.unchanged })
 
     // ---- handover ----
-    log("handover: simba")
-    const hSimba = await R.handoverSimba(ctx)
-    const handover: Record<R.Tuning, Record<R.PeerKind, R.HandoverResult>> = {} as never
-    for (const tuning of ["defaults", "tuned"] as const) {
-      handover[tuning] = {} as never
-      for (const kind of ["redlock", "redisSemaphore"] as const) {
-        log(`handover: ${kind} ${tuning}`)
-        handover[tuning][kind] = await R.handoverPeer(ctx, kind, tuning)
-      }
-    }
-    for (const tuning of ["defaults", "tuned"] as const) {
-      const peers = handover[tuning]
-      const suffix = tuning === "defaults" ? " (peers at defaults)" : " (peers tuned)"
-      const h = (f: (r: R.HandoverResult) => number) => ({
-        simba: f(hSimba),
-        redlock: f(peers.redlock),
-        redisSemaphore: f(peers.redisSemaphore)
-      })
-      row("handover", `release → waiter holds, median of 50${suffix}`, "ms", {
-        ...h((r) => R.summary.median(r.samples)),
-        floor: R.summary.median(floor.pushHandover)
-      })
-      row("handover", `release → waiter holds, p90 of 50${suffix}`, "ms", {
-        ...h((r) => R.summary.p90(r.samples)),
-        floor: R.summary.p90(floor.pushHandover)
-      })
-      row("handover", `waiter round trips/s while waiting${suffix}`, "1/s", h((r) => r.waiterRoundTripsPerSecond))
-      row("handover", `waiter round trips per handover (waits of 10–40 ms)${suffix}`, "round trips", h((r) => r.waiterRoundTripsPerHandover))
-    }
-    row("handover", "Simba: release → its `released` PUBLISH heard by a plain subscriber (release ran in Redis), median", "ms", {
-      simba: R.summary.median(hSimba.releasedInRedis ?? [])
-    })
+    const hSimba = await handoverSection()
 
     // ---- engine ----
     log("engine: events/s")
