@@ -11,20 +11,24 @@
  * - contended: 8 contenders (8 clients) on one name, each taking the lock, ~1 ms of work
  *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
  * - renew: one client holding 1,000 leases, 10 s window;
+ * - renew10k: one client holding 10,000 leases (locks, then a partition group of 10,000 partitions),
+ *   on the single node and on the Cluster: renewal round trip and CPU per renewal; then the
+ *   LeaseBackend alone holding 10,000 leases (see `renew10k.ts`);
  * - handover: a holder releases while one contender waits (50 times, after 5 warm-up);
  * - engine: `Engine.step` events per second; heap per idle election; heap kept per `withLock` (a leak check).
  *
  * Keys and connection names start with `bench-<random>`; the keys are deleted at the end.
  *
  * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
- * costs the contended section needs, + contended) or `--only handover` (floor + handover): prints those
- * rows and stops, writing no results file.
+ * costs the contended section needs, + contended), `--only handover` (floor + handover) or `--only renew10k`
+ * (that section alone): prints those rows and stops, writing no results file.
  */
 import { writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import * as EngineBench from "./engine.js"
 import * as R from "./redis.js"
+import * as R10k from "./renew10k.js"
 import { deleteKeys, installRoundTripCounter, newRedis, quit, randomHex, redisUrl, serverCommands, serverDelta, sleep } from "./util.js"
 
 interface Row {
@@ -81,8 +85,8 @@ const printTable = () => {
 
 const onlyAt = process.argv.indexOf("--only")
 const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
-if (only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover") {
-  throw new Error("--only uncontended | contended | handover")
+if (only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover" && only !== "renew10k") {
+  throw new Error("--only uncontended | contended | handover | renew10k")
 }
 
 const main = async () => {
@@ -118,7 +122,54 @@ const main = async () => {
     return result
   }
 
+  /** One client holding 10,000 leases: renewal round trip and CPU per renewal, per mode and shape. */
+  const renew10k = async () => {
+    // `RENEW10K_CASES=node:locks,cluster:partitions,node:backend` runs only those cases.
+    const cases = process.env["RENEW10K_CASES"]?.split(",")
+    for (const mode of ["node", "cluster"] as const) {
+      for (const shape of ["locks", "partitions"] as const) {
+        if (cases !== undefined && !cases.includes(`${mode}:${shape}`)) continue
+        log(`renew10k: ${mode}, ${shape} (acquire, then a 20 s window)`)
+        const r = await R10k.renew10k(ctx, mode, shape)
+        const { p50, p99 } = R10k.summary(r)
+        log(
+          `renew10k ${mode} ${shape}: ${r.renewals.length} renewals, p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, ` +
+            `CPU ${r.cpuPerRenewalMs.toFixed(2)} ms per renewal (${r.cpuMsPerSecond.toFixed(1)} ms/s), ` +
+            `${r.roundTripsPerRenewal.toFixed(1)} round trips per renewal, ${r.heldAtEnd} held at the end`
+        )
+        const what = `${mode === "node" ? "single node" : "Cluster"}, 10,000 ${shape === "locks" ? "locks" : "partitions of one group"}`
+        row("renew10k", `keepAlive round trip, median (${what}, ${r.renewals.length} renewals)`, "ms", { simba: p50 })
+        row("renew10k", `keepAlive round trip, p99 (${what})`, "ms", { simba: p99 })
+        row("renew10k", `process CPU per renewal, idle elections included (${what})`, "ms", { simba: r.cpuPerRenewalMs })
+        row("renew10k", `process CPU while holding (${what})`, "ms/s", { simba: r.cpuMsPerSecond })
+        row("renew10k", `Redis round trips per renewal (${what})`, "round trips", { simba: r.roundTripsPerRenewal })
+        row("renew10k", `leases held at the end of the window (${what})`, "leases", { simba: r.heldAtEnd })
+        row("renew10k", `seconds until all 10,000 were held (${what})`, "s", { simba: r.acquireSeconds })
+      }
+    }
+    for (const mode of ["node", "cluster"] as const) {
+      if (cases !== undefined && !cases.includes(`${mode}:backend`)) continue
+      log(`renew10k: ${mode}, LeaseBackend alone`)
+      const r = await R10k.renew10kBackend(ctx, mode)
+      const what = `${mode === "node" ? "single node" : "Cluster"}, LeaseBackend alone, 10,000 leases`
+      log(
+        `renew10k ${mode} backend: unchanged p50 ${R.summary.median(r.unchanged).toFixed(2)} ms, CPU ${r.unchangedCpuMs.toFixed(2)} ms; ` +
+          `listed p50 ${R.summary.median(r.listed).toFixed(2)} ms, CPU ${r.listedCpuMs.toFixed(2)} ms`
+      )
+      row("renew10k", `keepAlive naming the known version, median of 20 (${what})`, "ms", { simba: R.summary.median(r.unchanged) })
+      row("renew10k", `process CPU per keepAlive naming the known version (${what})`, "ms", { simba: r.unchangedCpuMs })
+      row("renew10k", `keepAlive listing every lease, median of 5 (${what})`, "ms", { simba: R.summary.median(r.listed) })
+      row("renew10k", `process CPU per keepAlive listing every lease (${what})`, "ms", { simba: r.listedCpuMs })
+    }
+    log(`renew10k: deleted ${await R10k.deleteClusterKeys(prefix)} cluster keys`)
+  }
+
   try {
+    if (only === "renew10k") {
+      await renew10k()
+      log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+      return printTable()
+    }
     const backgroundBefore = await background()
     log(`background traffic from other clients: ${backgroundBefore} commands/s`)
 
@@ -289,6 +340,9 @@ const main = async () => {
     row("renew", "leases still held at the end of the window", "leases", rr((r) => r.heldAtEnd))
     const renewCommands = await R.renewCommandsSimba(ctx)
     row("renew", R.renewCommandsMetric, "commands", { simba: renewCommands.unchanged })
+
+    // ---- renew10k ----
+    await renew10k()
 
     // ---- handover ----
     const hSimba = await handoverSection()

@@ -1,0 +1,228 @@
+/**
+ * The `renew10k` section of the benchmark (issue 11: "one client holding 10,000 leases on Redis:
+ * renewal round trip p50 < 5 ms and client CPU per renewal < 1 ms"): one Simba client holds
+ * `LEASES` leases, either `LEASES` locks (`client.lock`, all in one scope) or one partition group of
+ * `LEASES` partitions (the only member, so it leads them all), on a single Redis and on the Redis
+ * Cluster; once all are held it measures for `WINDOW_MS`:
+ * - the renewal round trip: every `keepAlive` of the client's `LeaseBackend`, timed by a wrapper this
+ *   file puts around the service (nothing in `src/` is instrumented for it): p50 and p99;
+ * - the process CPU (user + system, `process.cpuUsage`) over the window divided by the renewals in it.
+ *   This is everything the process spent, not only the renewals: the 10,000 idle elections' fibers and
+ *   timers, the client's loop and the Redis connections included.
+ *
+ * Settings: `leaseDuration` 9 s, `renewInterval` 1 s, a 20 s window (about 20 renewals).
+ * Single node: keys under the run's prefix, deleted by `run.ts`. Cluster (127.0.0.1:7000-7002,
+ * `BENCH_REDIS_CLUSTER` to point elsewhere): keys under the run's prefix, deleted here on every master.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Scope from "effect/Scope"
+import * as Exit from "effect/Exit"
+import { Redis } from "ioredis"
+import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
+import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
+import * as Simba from "../src/Simba.js"
+import type { Context } from "./redis.js"
+import { now, percentile, redisUrl, roundTrips } from "./util.js"
+
+export const LEASES = 10_000
+const WINDOW_MS = 20_000
+/**
+ * `renewInterval` is also every backend call's timeout: at 500 ms the burst of 10,000 acquires timed
+ * out under load and the session ended; 1 s holds. Warnings are off (a failed call would print 10,000 lines).
+ */
+const settings = { leaseDuration: "9 seconds", renewInterval: "1 second", logLevel: "Error" } as const
+
+export type Renew10kMode = "node" | "cluster"
+export type Renew10kShape = "locks" | "partitions"
+
+/** The cluster's masters (`host:port,...`). */
+const clusterNodes = (process.env["BENCH_REDIS_CLUSTER"] ?? "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002")
+  .split(",")
+  .map((node) => {
+    const [host, port] = node.split(":")
+    return { host: host!, port: Number(port) }
+  })
+
+export interface Renew10kResult {
+  readonly mode: Renew10kMode
+  readonly shape: Renew10kShape
+  /** Seconds from the first acquire until all `LEASES` were held. */
+  readonly acquireSeconds: number
+  readonly windowMs: number
+  /** keepAlive round trips timed in the window (ms each). */
+  readonly renewals: ReadonlyArray<number>
+  /** Process CPU (user + system) over the window per renewal, ms. */
+  readonly cpuPerRenewalMs: number
+  /** Process CPU over the window, ms per second of window (the idle cost of holding the leases). */
+  readonly cpuMsPerSecond: number
+  /** Redis round trips (client count, every connection of the client) per renewal. */
+  readonly roundTripsPerRenewal: number
+  /** Leases held at the end of the window. */
+  readonly heldAtEnd: number
+}
+
+/** The backend with every `keepAlive` timed into `samples` (ms) while `recording()`. */
+const timedKeepAlive = (
+  backend: LeaseBackendService,
+  samples: Array<number>,
+  recording: () => boolean
+): LeaseBackendService => ({
+  ...backend,
+  keepAlive: (sessionId, ttl, known) =>
+    Effect.suspend(() => {
+      const started = now()
+      return backend.keepAlive(sessionId, ttl, known).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (recording()) samples.push(now() - started)
+        }))
+      )
+    })
+}) satisfies LeaseBackendService
+
+const backendOptions = (ctx: Context, mode: Renew10kMode, connection: string): RedisBackend.RedisOptions => ({
+  ...(mode === "node" ? { url: redisUrl } : { cluster: { nodes: clusterNodes } }),
+  keyPrefix: `${ctx.prefix}:simba`,
+  lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
+  connectionName: connection
+})
+
+/** Polls `held` every 200 ms until it reaches `LEASES`; fails after `limitMs`. */
+const awaitHeld = (held: Effect.Effect<number>, limitMs: number) =>
+  Effect.gen(function*() {
+    const deadline = now() + limitMs
+    for (;;) {
+      const count = yield* held
+      if (count >= LEASES) return
+      if (now() > deadline) return yield* Effect.dieMessage(`only ${count} of ${LEASES} leases held after ${limitMs} ms`)
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
+export const renew10k = (ctx: Context, mode: Renew10kMode, shape: Renew10kShape): Promise<Renew10kResult> => {
+  const connection = `${ctx.prefix}-simba-renew10k-${mode}-${shape}`
+  const samples: Array<number> = []
+  let recording = false
+  return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const raw = yield* RedisBackend.make(backendOptions(ctx, mode, connection))
+    const backend = timedKeepAlive(raw, samples, () => recording)
+    const client = yield* Simba.make(settings).pipe(Effect.provideService(LeaseBackend, backend))
+    const leaders = client.snapshot.pipe(Effect.map((s) => s.elections.filter((e) => e.status === "LEADER").length))
+    const started = now()
+    const holding = yield* Scope.make()
+    if (shape === "locks") {
+      yield* Effect.forEach(
+        Array.from({ length: LEASES }, (_, i) => `renew10k-${i}`),
+        (name) => client.lock(name),
+        { concurrency: 100, discard: true }
+      ).pipe(Scope.extend(holding))
+    } else {
+      const group = yield* Effect.forkIn(client.partitionGroup("renew10k", LEASES, () => Effect.never), holding)
+      yield* awaitHeld(leaders, 300_000).pipe(Effect.raceFirst(Fiber.join(group)))
+    }
+    const acquireSeconds = (now() - started) / 1000
+    ctx.log(`renew10k ${mode} ${shape}: ${LEASES} leases held after ${acquireSeconds.toFixed(1)} s`)
+    // Let the renewal that lists the new lease set pass before the window.
+    yield* Effect.sleep(Duration.millis(1500))
+    const rtBefore = roundTrips(connection).total
+    const cpuBefore = process.cpuUsage()
+    const from = now()
+    recording = true
+    yield* Effect.sleep(Duration.millis(WINDOW_MS))
+    recording = false
+    const cpu = process.cpuUsage(cpuBefore)
+    const windowMs = now() - from
+    const rt = roundTrips(connection).total - rtBefore
+    const heldAtEnd = yield* leaders
+    yield* Scope.close(holding, Exit.void)
+    const cpuMs = (cpu.user + cpu.system) / 1000
+    return {
+      mode,
+      shape,
+      acquireSeconds,
+      windowMs,
+      renewals: [...samples],
+      cpuPerRenewalMs: cpuMs / samples.length,
+      cpuMsPerSecond: cpuMs / (windowMs / 1000),
+      roundTripsPerRenewal: rt / samples.length,
+      heldAtEnd
+    } satisfies Renew10kResult
+  })))
+}
+
+/** Deletes the run's keys on every cluster master (the single node's are deleted by `run.ts`). */
+export const deleteClusterKeys = async (prefix: string): Promise<number> => {
+  let deleted = 0
+  for (const node of clusterNodes) {
+    const redis = new Redis({ host: node.host, port: node.port, lazyConnect: true, maxRetriesPerRequest: 1 })
+    try {
+      await redis.connect()
+      if (!/role:master/.test(await redis.info("replication"))) continue
+      // One UNLINK per key: a node refuses one that names keys of several slots (CROSSSLOT).
+      let cursor = "0"
+      do {
+        const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000)
+        cursor = next
+        const pipeline = redis.pipeline()
+        for (const key of keys) pipeline.unlink(key)
+        deleted += keys.length > 0 ? ((await pipeline.exec()) ?? []).filter(([error, n]) => error === null && n === 1).length : 0
+      } while (cursor !== "0")
+    } finally {
+      redis.disconnect()
+    }
+  }
+  return deleted
+}
+
+export const summary = (r: Renew10kResult) => ({
+  p50: percentile(r.renewals, 50),
+  p99: percentile(r.renewals, 99)
+})
+
+export interface BackendRenewResult {
+  /** keepAlive naming the version the client knows (the set unchanged), ms each. */
+  readonly unchanged: ReadonlyArray<number>
+  /** Process CPU per unchanged keepAlive, ms. */
+  readonly unchangedCpuMs: number
+  /** keepAlive without a known version (the full list), ms each. */
+  readonly listed: ReadonlyArray<number>
+  readonly listedCpuMs: number
+}
+
+/**
+ * The backend alone (no client, no engine): one session holding `LEASES` leases, then 20 renewals
+ * naming the current version and 5 listing every lease, timed one after the other.
+ */
+export const renew10kBackend = (ctx: Context, mode: Renew10kMode): Promise<BackendRenewResult> =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const backend = yield* RedisBackend.make(backendOptions(ctx, mode, `${ctx.prefix}-simba-renew10k-backend-${mode}`))
+    const ttl = Duration.seconds(60)
+    const { sessionId } = yield* backend.openSession(ttl)
+    yield* Effect.forEach(
+      Array.from({ length: LEASES }, (_, i) => `renew10k-backend-${i}`),
+      (name) => backend.acquire(sessionId, name),
+      { concurrency: 64, discard: true }
+    )
+    const renew = (known: string | undefined) =>
+      Effect.flatMap(backend.keepAlive(sessionId, ttl, known), (reply) =>
+        reply._tag === "Live" ? Effect.succeed(reply) : Effect.dieMessage("the session expired during the bench"))
+    const first = yield* renew(undefined)
+    if (first.leases?.length !== LEASES) return yield* Effect.dieMessage(`the renewal lists ${first.leases?.length} leases`)
+    const timed = (runs: number, known: string | undefined) =>
+      Effect.gen(function*() {
+        const samples: Array<number> = []
+        const cpu = process.cpuUsage()
+        for (let i = 0; i < runs; i++) {
+          const started = now()
+          yield* renew(known)
+          samples.push(now() - started)
+        }
+        const used = process.cpuUsage(cpu)
+        return { samples, cpuMs: (used.user + used.system) / 1000 / runs }
+      })
+    const unchanged = yield* timed(20, first.version)
+    const listed = yield* timed(5, undefined)
+    yield* backend.closeSession(sessionId)
+    return { unchanged: unchanged.samples, unchangedCpuMs: unchanged.cpuMs, listed: listed.samples, listedCpuMs: listed.cpuMs }
+  })))
