@@ -421,6 +421,35 @@ describe("Redis Cluster: per-slot design", () => {
         expect(yield* Effect.promise(() => raw.hget(k.lease(names[35]!), "session"))).toBeNull()
       }))
 
+    it.scopedLive(`${mode.label}: renewals are versioned per slot; a shadow made anew never repeats a version`, () =>
+      Effect.gen(function*() {
+        const b = yield* RedisBackend.make(mode.options)
+        const raw = yield* rawClient(mode.cluster)
+        const names = Array.from({ length: 12 }, (_, i) => uniqueName(`v${i}`))
+        const { sessionId } = yield* b.openSession(ttl)
+        const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted))
+        const first = yield* b.keepAlive(sessionId, ttl)
+        expect(sortedLeases(first).length).toBe(12)
+        const same = live(yield* b.keepAlive(sessionId, ttl, live(first).version))
+        expect(same.leases).toBeUndefined()
+        expect(same.version).toBe(live(first).version)
+        // A release in one slot: the whole set is listed again (the unchanged slots asked once more).
+        yield* b.release(sessionId, names[0]!, tokens[0]!)
+        const released = yield* b.keepAlive(sessionId, ttl, same.version)
+        expect(sortedLeases(released).map(([name]) => name)).toEqual(names.slice(1).sort())
+        expect(live(released).version).not.toBe(same.version)
+        // The shadow of a slot lost (deleted by hand) and made again by a grant there: a new version.
+        const tag = RedisBackend.slotTag(RedisBackend.keySlot(k.lease(names[1]!)))
+        yield* Effect.promise(() => raw.del(k.shadow(tag, sessionId)))
+        expect(granted(yield* b.acquire(sessionId, names[1]!))).toBe(tokens[1]!)
+        const remade = yield* b.keepAlive(sessionId, ttl, live(released).version)
+        expect(sortedLeases(remade).map(([name]) => name)).toEqual(names.slice(1).sort())
+        expect(live(remade).version).not.toBe(live(released).version)
+        const settled = live(yield* b.keepAlive(sessionId, ttl, live(remade).version))
+        expect(settled.leases).toBeUndefined()
+        yield* b.closeSession(sessionId)
+      }))
+
     it.scopedLive(`${mode.label}: a grant carrying a registration older than a slot's close registers again`, () =>
       Effect.gen(function*() {
         const b = yield* RedisBackend.make(mode.options)

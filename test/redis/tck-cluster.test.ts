@@ -6,6 +6,6 @@ import { clientTiming, cluster, ttl } from "./RedisServers.js"
 
 const layer = RedisBackend.layer(cluster)
 
-// Renewals list every lease: the version is a digest of the list (see `operations.ts`).
-LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true, versionedRenewals: false, client: clientTiming })
+// Renewals are versioned per slot (see "Renewal versions" in `RedisBackend.ts`).
+LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true, client: clientTiming })
 FencingSpec("redis cluster", layer, { virtualTime: false, ttl, client: clientTiming })

@@ -42,7 +42,7 @@ export interface TckOptions {
   readonly randomSessionIds?: boolean | undefined
   /**
    * A renewal that names the current lease-set version gets no list back (SPEC section 7). `false`
-   * for a backend that lists on every renewal (Redis Cluster): the renewal cases then check that
+   * for a backend that lists on every renewal: the renewal cases then check that
    * every list is complete instead. Default `true`.
    */
   readonly versionedRenewals?: boolean | undefined

@@ -82,10 +82,14 @@
  *   never touches a gone session's key (`INCR` would create it). The renewal trusts the version: a
  *   lease hash lost by the server without the session key (a partial failover) shows up only at the
  *   next change of the set, or when the client renews without `known`.
- * - Mode `cluster`: every renewal lists every lease, and the version is a digest of the names and
- *   tokens listed, so it changes exactly when the set does. The set changes in the leases' slots,
- *   where the home's counter cannot be bumped; a per-slot version in each shadow, summed by the
- *   renewal, would be needed (the per-slot calls are made anyway), and is not done yet.
+ * - Mode `cluster`: the set changes in the leases' slots, where the home's counter cannot be bumped,
+ *   so each shadow carries the version of the session's set in its slot (`ver`, bumped by the same
+ *   changes; a shadow made anew starts at the server's TIME in microseconds, so it never repeats a
+ *   version a client saw), and the session's version is the list of `slot=version` of the slots
+ *   holding its leases. A renewal hands each slot the version the client knows there; a slot whose
+ *   set is still that one reads no lease (its calls are made anyway, one per slot, see below). When
+ *   every slot is unchanged nothing is listed; otherwise the unchanged slots are asked once more
+ *   for their lists, as the SPI answers the whole set.
  *
  * ## Waiter queue (fair FIFO hand-off)
  *

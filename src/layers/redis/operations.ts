@@ -8,7 +8,6 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { createHash } from "node:crypto"
 import {
   AcquireReply,
   type BackendError,
@@ -49,15 +48,17 @@ interface SlotWork {
 }
 
 /**
- * The version of a lease list listed on every renewal (mode `cluster`): a digest of its names and
- * tokens, so it changes exactly when the set does.
+ * Cluster: the version of a session's lease set is the versions of its sets in every slot holding its
+ * leases (`tag=version`, sorted, joined by `,`; see `renewSlot`), so it changes exactly when one of
+ * them does, and a renewal hands each slot the version the client knows there.
  */
-const digest = (leases: ReadonlyArray<HeldLease>): string => {
-  const hash = createHash("sha1")
-  for (const { name, token } of [...leases].sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
-    hash.update(`${name}\n${token}\n`)
+const slotVersions = (known: string | undefined): Map<string, string> => {
+  const versions = new Map<string, string>()
+  for (const entry of known === undefined ? [] : known.split(",")) {
+    const at = entry.indexOf("=")
+    if (at > 0) versions.set(entry.slice(0, at), entry.slice(at + 1))
   }
-  return hash.digest("hex").slice(0, 16)
+  return versions
 }
 
 /** The store's rules for lease hashes (see `RedisOptions`). */
@@ -167,33 +168,58 @@ export const make = (
 
   /**
    * Cluster: the home first, then every slot it registered (all at once), each extended to the home's
-   * time left; then the home forgets the slots a renewal closed (rarely). Every lease is listed: the
-   * set's changes happen in the leases' slots, where the home's version cannot be bumped (that would
-   * take a per-slot version in each shadow, summed up by the renewal).
+   * time left and listing its leases unless its set is still the version `known` names there; when
+   * the whole set is still `known`, no lease is listed. When it is not, the slots that answered
+   * "unchanged" are asked once more for their lists (the SPI answers the whole set). Then the home
+   * forgets the slots a renewal closed (rarely).
    */
-  const renewBySlot = (sessionId: string, ttl: number): Effect.Effect<Renewed | undefined, BackendError> =>
+  const renewBySlot = (
+    sessionId: string,
+    ttl: number,
+    known: string | undefined
+  ): Effect.Effect<Renewed | undefined, BackendError> =>
     Effect.gen(function*() {
       const homeSlots = k.sessionSlots(sessionId)
       const renewed = yield* run("keepAlive", Scripts.renewHome({ ...home(sessionId), homeSlots }, { ttl }))
       if (renewed[0] === "expired") return undefined
       const remaining = renewed[1]
       const work = slotWork(renewed[2], renewed[3])
-      const replies = yield* runAll(
-        "keepAlive",
-        work.map((w) =>
-          Scripts.renewSlot(
-            slotKeys(sessionId, w),
-            { sessionId, remaining, leasePrefix: k.leasePrefix, registration: w.registration, groupNames: w.groups }
+      const knownBySlot = slotVersions(known)
+      const renewSlots = (slots: ReadonlyArray<SlotWork>, knownIn: (tag: string) => string) =>
+        runAll(
+          "keepAlive",
+          slots.map((w) =>
+            Scripts.renewSlot(
+              slotKeys(sessionId, w),
+              {
+                sessionId,
+                remaining,
+                leasePrefix: k.leasePrefix,
+                registration: w.registration,
+                known: knownIn(w.tag),
+                groupNames: w.groups
+              }
+            )
           )
         )
-      )
+      const replies = [...yield* renewSlots(work, (tag) => knownBySlot.get(tag) ?? "")]
+      const versionOf = () =>
+        work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [`${w.tag}=${replies[i]![3]}`])
+          .sort().join(",")
+      const unchanged = versionOf() === known && replies.every(([leases]) => leases === 0 || leases.length === 0)
+      if (!unchanged) {
+        const again = replies.flatMap(([leases], i) => leases === 0 ? [i] : [])
+        const listed = yield* renewSlots(again.map((i) => work[i]!), () => "")
+        again.forEach((at, j) => {
+          replies[at] = listed[j]!
+        })
+      }
       const registrations = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
       if (registrations.length > 0) yield* run("keepAlive", Scripts.forgetSlots({ homeSlots }, { registrations }))
-      const leases = replies.flatMap((reply) => heldLeases(reply[0]))
       return {
         remaining: Duration.millis(remaining),
-        version: digest(leases),
-        leases,
+        version: versionOf(),
+        leases: unchanged ? undefined : replies.flatMap(([leases]) => leases === 0 ? [] : heldLeases(leases)),
         groups: replies.flatMap((reply) => groupViews(reply[1]))
       }
     })
@@ -236,7 +262,7 @@ export const make = (
 
     keepAlive: (sessionId, ttl, known) =>
       Effect.gen(function*() {
-        const renewed = mode === "node" ? yield* renewOnNode(sessionId, ttl, known) : yield* renewBySlot(sessionId, ttl)
+        const renewed = mode === "node" ? yield* renewOnNode(sessionId, ttl, known) : yield* renewBySlot(sessionId, ttl, known)
         return renewed === undefined ? KeepAliveReply.Expired() : KeepAliveReply.Live(renewed)
       }),
 

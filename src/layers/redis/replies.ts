@@ -39,8 +39,11 @@ export const HomeRenewed = Schema.Union(
   Schema.Tuple(Schema.Literal("live"), Millis, Schema.Array(Schema.String), Schema.Array(Schema.String)),
   Expired
 )
-/** The leases and groups of the session in one slot, and the registration to forget there (`""`: none). */
-export const SlotRenewed = Schema.Tuple(LeaseList, GroupList, Schema.String)
+/**
+ * The leases of the session in one slot (`0`: still the version the client knows), its groups there,
+ * the registration to forget there (`""`: none) and the version of its lease set there (`""`: none).
+ */
+export const SlotRenewed = Schema.Tuple(Schema.Union(LeaseList, Schema.Literal(0)), GroupList, Schema.String, Schema.String)
 /** The home's time left when it was deleted, its registered slot tags and its groups. */
 export const HomeClosed = Schema.Tuple(Millis, Schema.Array(Schema.String), Schema.Array(Schema.String))
 export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Expired)

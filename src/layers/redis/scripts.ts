@@ -191,16 +191,30 @@ local function alive(holders, sid)
   if redis.call('EXISTS', key) == 0 then return false end
   return holders.mode == 'node' or redis.call('HGET', key, 'closed') ~= closed_marker
 end
--- The lease set of the session whose liveness key is key changed. Mode 'node': a new version of the
--- set, the session key's value (INCR keeps its PX), which renewals compare with the client's; never
--- on a gone session (INCR would create the key: a revival). Mode 'cluster': nothing to count,
--- renewals list every lease.
+-- A new version of the session's lease set in this slot (mode 'cluster'): the shadow's 'ver', which
+-- renewals compare with the client's. A shadow without one starts at the server's TIME in
+-- microseconds, so a shadow lost and made again never repeats a version a client saw (while the
+-- clock does not step back, as for tokens).
+local function bump_shadow(shadow)
+  if redis.call('HEXISTS', shadow, 'ver') == 1 then
+    return string.format('%.0f', redis.call('HINCRBY', shadow, 'ver', 1))
+  end
+  local _, us = server_time()
+  local ver = string.format('%.0f', us)
+  redis.call('HSET', shadow, 'ver', ver)
+  return ver
+end
+-- The lease set of the session whose liveness key is key changed: a new version of the set, which
+-- renewals compare with the client's. Mode 'node': the session key's value (INCR keeps its PX);
+-- mode 'cluster': the shadow's (see bump_shadow). Never on a gone session (INCR or HSET would
+-- create the key: a revival).
 local function changed(holders, key)
-  if holders.mode == 'node' and redis.call('EXISTS', key) == 1 then redis.call('INCR', key) end
+  if redis.call('EXISTS', key) == 0 then return end
+  if holders.mode == 'node' then redis.call('INCR', key) else bump_shadow(key) end
 end
 -- changed, for a session this script has just found alive.
 local function bump(holders, key)
-  if holders.mode == 'node' then redis.call('INCR', key) end
+  if holders.mode == 'node' then redis.call('INCR', key) else bump_shadow(key) end
 end
 -- ---- Tokens and the life of a lease hash ----
 -- A new token after stored (the lease's last token, or nil): max(stored + 1, the server's TIME in
@@ -644,28 +658,37 @@ return {'live', rem, redis.call('HGETALL', homeSlots), redis.call('SMEMBERS', ho
 
 /**
  * Renews the session's shadow in one slot (when `registration` is not `""`) and its memberships of
- * the groups of that slot (`groups`, named `groupNames`) for `remaining` ms; lists what it holds
- * there. A shadow left with no lease is closed at its last registration, answered for the home to
- * forget (`forgetSlots`).
+ * the groups of that slot (`groups`, named `groupNames`) for `remaining` ms; answers the version of
+ * its lease set there and, unless that is still `known` (`""`: none known), what it holds there (`0`:
+ * still `known`, no lease read). A shadow left with no lease is closed at its last registration,
+ * answered for the home to forget (`forgetSlots`).
  */
 export const renewSlot = define("renewSlot", {
   keys: ["shadow", "shadowLeases"],
   restKeys: "groups",
-  args: ["sessionId", "remaining", "leasePrefix", "registration"],
+  args: ["sessionId", "remaining", "leasePrefix", "registration", "known"],
   restArgs: "groupNames",
   reply: Replies.SlotRenewed
 }, `
 local rem = tonumber(remaining)
-local now = now_ms()
-local leases, prune = {}, ''
+local now = #groups > 0 and now_ms() or 0
+local leases, prune, version = {}, '', ''
 if registration ~= '' then
   if redis.call('EXISTS', shadow) == 1 then
     extend(shadow, rem)
     extend(shadowLeases, rem)
-    leases = held_leases(shadowLeases, sessionId, leasePrefix, now + rem)
-    if #leases == 0 then
-      prune = redis.call('HGET', shadow, 'gen') or '0'
-      redis.call('HSET', shadow, 'closed', prune)
+    version = redis.call('HGET', shadow, 'ver') or ''
+    if known ~= '' and version == known and redis.call('SCARD', shadowLeases) > 0 then
+      leases = 0
+    else
+      if now == 0 then now = now_ms() end
+      local pruned
+      leases, pruned = held_leases(shadowLeases, sessionId, leasePrefix, now + rem)
+      if pruned > 0 or version == '' then version = bump_shadow(shadow) end
+      if #leases == 0 then
+        prune = redis.call('HGET', shadow, 'gen') or '0'
+        redis.call('HSET', shadow, 'closed', prune)
+      end
     end
   else
     -- Lost, or its first grant is still on the way: close it at the registration we know of.
@@ -679,7 +702,7 @@ for i, gk in ipairs(groups) do
   local view = group_view(gk, sessionId, now, rem)
   if view then views[#views + 1] = {groupNames[i], view} end
 end
-return {leases, views, prune}
+return {leases, views, prune, version}
 `)
 
 /** Forgets the slots whose registration is still the one a renewal closed: `tag, registration, ...`. */
