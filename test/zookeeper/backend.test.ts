@@ -8,12 +8,16 @@
  *   layer with `BackendError` within `connectTimeout`, a `czxid` beyond 2^53 is refused loudly;
  * - through a TCP proxy that can cut the connection: calls fail with `BackendError` while the
  *   connection is down; back within the session timeout, the session and its leases are intact;
- *   back after it, the session answers `Expired` and its lease is free.
+ *   back after it, the session answers `Expired` and its lease is free;
+ * - a renewal never waits behind a session's whole backlog: with 1,000 acquires outstanding at once on
+ *   one session, its renewals keep it alive (no local deadline passes).
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
@@ -25,7 +29,7 @@ import ZooKeeper from "zookeeper"
 import { AcquireReply, type Hint, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as ZookeeperBackend from "../../src/layers/zookeeper/ZookeeperBackend.js"
 import { tokenOf } from "../../src/layers/zookeeper/session.js"
-import { standalone } from "./ZookeeperServers.js"
+import { standalone, ttl } from "./ZookeeperServers.js"
 
 const unique = (label: string) => `zk.${randomBytes(8).toString("hex")}.${label}`
 
@@ -87,6 +91,56 @@ describe("ZookeeperBackend: the lease cache", () => {
       expect(stat.ephemeralOwner).toBe(sessionId)
       expect(granted(yield* b.acquire(sessionId, name))).toBe(token)
     }), 20_000)
+})
+
+describe("ZookeeperBackend: renewals and a backlog of acquires", () => {
+  // ZooKeeper answers one session's requests in order, so a renewal sent behind every create of
+  // thousands of acquires waited for all of them: the session passed its local deadline and was
+  // replaced, again and again (bench/zookeeper.ts, renew section, at load ~10). The backend keeps at
+  // most `inFlightLimit` requests other than renewals in flight per session, so a renewal waits
+  // behind that many at most.
+  it.scopedLive("1,000 acquires outstanding at once on one session, 5,000 in all: its renewals keep it alive, every acquire is granted", () =>
+    Effect.gen(function*() {
+      const b = yield* backendOf(standalone)
+      const names = Array.from({ length: 5000 }, (_, i) => unique(`backlog-${i}`))
+      // The suites' session timeout (2.4 s): a renewal proves 1 s, renewed on every third of that like
+      // the client does, each renewal timing out after the same period. Without the window, every
+      // renewal waited behind ~2,000 requests: all timed out and the session was lost.
+      const { sessionId, remaining } = yield* b.openSession(Duration.decode(ttl))
+      const proven = Duration.toMillis(remaining)
+      const cadence = Math.floor(proven / 3)
+      // 1,000 acquires outstanding at all times (2,000 requests, like a client starting 1,000
+      // elections), 5,000 in all.
+      const acquires = yield* Effect.fork(
+        Effect.forEach(names, (name) => Effect.either(b.acquire(sessionId, name)), { concurrency: 1000 })
+      )
+      const renewals = { live: 0, timedOut: 0, expired: 0, deadlinesPassed: 0 }
+      let deadline = (yield* Clock.currentTimeMillis) + proven
+      while (acquires.unsafePoll() === null) {
+        const sentAt = yield* Clock.currentTimeMillis
+        const reply = yield* b.keepAlive(sessionId, Duration.decode(ttl)).pipe(Effect.timeout(Duration.millis(cadence)), Effect.option)
+        const answeredAt = yield* Clock.currentTimeMillis
+        if (answeredAt > deadline) renewals.deadlinesPassed++
+        if (reply._tag === "None") renewals.timedOut++
+        else if (reply.value._tag === "Expired") renewals.expired++
+        else {
+          renewals.live++
+          deadline = sentAt + proven
+        }
+        if (renewals.expired > 0) break
+        yield* Effect.sleep(Duration.millis(Math.max(0, cadence - (answeredAt - sentAt))))
+      }
+      const replies = yield* Fiber.join(acquires)
+      // A renewal that timed out now and then is allowed (a stalled event loop); a deadline passed is not.
+      expect(renewals, JSON.stringify(renewals)).toMatchObject({ expired: 0, deadlinesPassed: 0 })
+      expect(renewals.live).toBeGreaterThan(0)
+      const refused = replies.filter((reply) => reply._tag !== "Right" || reply.right._tag !== "Granted")
+      expect(refused.length, String(refused[0])).toBe(0)
+      const last = yield* b.keepAlive(sessionId, Duration.decode(ttl))
+      if (last._tag !== "Live") return expect.fail("expected Live")
+      expect(last.leases?.length).toBe(names.length)
+      yield* b.closeSession(sessionId)
+    }), 60_000)
 })
 
 describe("ZookeeperBackend: release without a read", () => {

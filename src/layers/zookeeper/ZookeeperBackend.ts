@@ -51,7 +51,15 @@
  * ## Operations and round trips
  *
  * Requests of one call are pipelined on the session's connection (sent at once, answered in order),
- * so each bullet is one round trip unless it says otherwise:
+ * so each bullet is one round trip unless it says otherwise. ZooKeeper answers one session's requests
+ * strictly in order, so a renewal waits behind every request sent before it: with 1,000 elections on
+ * one session, ~2,000 requests were ahead of each renewal, which missed its timeout until the session
+ * passed its deadline and was replaced. So every request except a renewal's and `closeSession`'s
+ * goes through the session's window (`sendInWindow` in session.ts): at most `inFlightLimit` (64)
+ * such requests in flight, the rest queued in order. A renewal is sent at once and waits behind at
+ * most that many. A queued call is not sent when the session has ended, is closing or lost its
+ * connection by then (it answers `Expired`, or fails with `BackendError`), nor once it was interrupted
+ * (a timed-out call); hint-driven requests (a re-armed watch, the hand-off's try) queue the same way.
  *
  * - `openSession`: the connection handshake (creating the session);
  * - `acquire`: create the ephemeral node and, in the same pipeline, `exists` with a watch: the `Stat`
@@ -84,6 +92,13 @@
  * change) says whether it changed since the reply the client last read. A create whose reply was lost
  * (connection loss) is recorded as uncertain and settled by reading the node in the next renewal's
  * pipeline (or the next acquire of the name). The test `test/zookeeper/backend.test.ts` checks it.
+ *
+ * The window (see "Operations") keeps this true: a renewal overtakes requests still queued in the
+ * backend, which the server has not seen, so they changed nothing the renewal could be behind; the
+ * cache changes only in reply callbacks and watch events (never when a request is queued or sent),
+ * and those arrive in the order the server processed them. A release reads the cache when the window
+ * sends its delete, not when it is called, so a node the cache lost while the release was queued is
+ * never deleted.
  *
  * ## Why a release needs no read
  *
@@ -130,7 +145,21 @@ import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from
 import * as Simba from "../../Simba.js"
 import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
 import { config, resolve, type Settings, type ZookeeperOptions } from "./options.js"
-import { drop, hold, membersKey, open, type Paths, paths as pathsOf, pipeline, type Reply, sendAll, type Session, tokenOf } from "./session.js"
+import {
+  answerQueued,
+  drop,
+  hold,
+  membersKey,
+  open,
+  type Paths,
+  paths as pathsOf,
+  pipeline,
+  pipelineInWindow,
+  type Reply,
+  sendInWindow,
+  type Session,
+  tokenOf
+} from "./session.js"
 
 export { config, type ZookeeperOptions } from "./options.js"
 
@@ -217,6 +246,7 @@ const endSession = (session: Session): Effect.Effect<void> =>
     if (session.ended) return Effect.void
     session.ended = true
     session.connected = false
+    answerQueued(session)
     return closeHandle(session.handle, session.moved)
   })
 
@@ -320,9 +350,12 @@ type LeaseTry =
   | { readonly _tag: "Refused"; readonly error: BackendError }
   | { readonly _tag: "Failed"; readonly reply: Reply<unknown> }
 
-/** Creates the ephemeral node of `name` and reads it, pipelined; `settled` gets what they say. */
-const tryLease = (session: Session, paths: Paths, name: string, settled: (result: LeaseTry) => void): void =>
-  sendAll<unknown>([
+/**
+ * Creates the ephemeral node of `name` and reads it, pipelined, in the session's window; `settled`
+ * gets what they say. Returns what takes the try back while it is still queued.
+ */
+const tryLease = (session: Session, paths: Paths, name: string, settled: (result: LeaseTry) => void): () => void =>
+  sendInWindow<unknown>(session, () => [
     (done) =>
       session.handle.a_create(paths.lease(name), "", ephemeral, (rc, message, path) => {
         // Applied or not? Only a read can tell: the next renewal (or acquire) settles it.
@@ -391,7 +424,7 @@ const makeOperations = (
   const acquire = (sessionId: string, name: string) =>
     onSession("acquire", sessionId, expiredAcquire, (session) =>
       Effect.flatMap(
-        Effect.async<LeaseTry>((resume) => tryLease(session, paths, name, (result) => resume(Effect.succeed(result)))),
+        Effect.async<LeaseTry>((resume) => Effect.sync(tryLease(session, paths, name, (result) => resume(Effect.succeed(result))))),
         (result): Effect.Effect<LeaseBackend.AcquireReply, BackendError> => {
           switch (result._tag) {
             case "Granted":
@@ -426,16 +459,17 @@ const makeOperations = (
     )
 
   // One round trip: the cache says whether the node is still this session's with that token (see
-  // "Why a release needs no read" in the module comment), so the delete is sent without a read.
+  // "Why a release needs no read" in the module comment), so the delete is sent without a read. The
+  // cache is read when the window admits the delete, not before: it may change while queued.
   const release = (sessionId: string, name: string, token: bigint) =>
-    onSession("release", sessionId, Effect.void, (session) => {
-      if (session.leases.get(name) !== token) return Effect.void
-      return Effect.flatMap(
-        pipeline(deleteLeases(session, [[name, token]])),
+    onSession("release", sessionId, Effect.void, (session) =>
+      Effect.flatMap(
+        pipelineInWindow(session, () => session.leases.get(name) === token ? deleteLeases(session, [[name, token]]) : []),
         ([deleted]) =>
-          deleted!.rc === Rc.ok || deleted!.rc === Rc.noNode ? Effect.void : failed(session, "release", deleted!, Effect.void)
-      )
-    })
+          deleted === undefined || deleted.rc === Rc.ok || deleted.rc === Rc.noNode
+            ? Effect.void
+            : failed(session, "release", deleted, Effect.void)
+      ))
 
   const keepAlive = (sessionId: string, _ttlMillis: number, known: string | undefined) =>
     onSession("keepAlive", sessionId, expiredRenewal, (session) =>
@@ -472,9 +506,9 @@ const makeOperations = (
   const join = (sessionId: string, group: string) =>
     onSession("join", sessionId, expiredJoin, (session) =>
       Effect.flatMap(
-        Effect.suspend(() => {
+        pipelineInWindow<unknown>(session, () => {
           let memberRc: number = Rc.ok
-          return pipeline<unknown>([
+          return [
             (done) => session.handle.a_create(paths.group(group), "", persistent, done),
             (done) =>
               session.handle.a_create(paths.member(group, session.id), "", ephemeral, (rc, message, path) => {
@@ -490,7 +524,7 @@ const makeOperations = (
                 }
                 done(rc, message, children)
               })
-          ])
+          ]
         }),
         ([_parent, member]) => {
           if (member!.rc !== Rc.ok && member!.rc !== Rc.nodeExists) return failed(session, "join", member!, expiredJoin)
@@ -504,7 +538,7 @@ const makeOperations = (
   const leave = (sessionId: string, group: string) =>
     onSession("leave", sessionId, Effect.void, (session) =>
       Effect.flatMap(
-        pipeline<undefined>([(done) =>
+        pipelineInWindow<undefined>(session, () => [(done) =>
           session.handle.a_delete_(paths.member(group, session.id), -1, (rc, message) => done(rc, message, undefined))
         ]),
         ([deleted]) => {
@@ -546,6 +580,10 @@ const makeOperations = (
         return endSession(session)
       })
       if (session.ended || !session.connected) return close
+      // Calls still queued in the window are answered without being sent (none is sent after the
+      // deletes), and the deletes skip the window.
+      session.closing = true
+      answerQueued(session)
       const held = [...session.leases]
       const groups = [...session.groups]
       return pipeline<undefined>([

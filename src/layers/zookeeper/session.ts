@@ -48,6 +48,14 @@ export interface Session {
   readonly watchedGroups: Map<string, string>
   /** Monotonic milliseconds at which the last successful renewal (or the open) was sent. */
   lastRenewalMillis: number
+  /** Requests sent through the window (`sendInWindow`) whose batch is not answered yet. */
+  inFlight: number
+  /** Batches waiting for room in the window, oldest first. */
+  readonly queued: Set<Batch>
+  /** Being closed by `closeSession`: queued batches are answered without being sent. */
+  closing: boolean
+  /** `admitQueued` is running (a reply it caused at once must not run it again, nested). */
+  admitting: boolean
 }
 
 /** The node paths of a root. */
@@ -127,16 +135,23 @@ export interface Events {
  * someone else can do that, and the next renewal must not list it.
  */
 const watchLease = (session: Session, paths: Paths, name: string, events: Events): void => {
-  session.handle.a_exists(paths.lease(name), true, (rc, _message, stat) => {
-    if (rc === Rc.noNode) {
-      drop(session, name)
-      events.emit(Hint.Released({ name }))
-      return
-    }
-    const held = session.leases.get(name)
-    if (rc === Rc.ok && stat !== null && held !== undefined &&
-      (stat.ephemeralOwner !== session.id || stat.czxid !== Number(held))) drop(session, name, held)
-  })
+  const read: Request<Stat | null> = (done) =>
+    session.handle.a_exists(paths.lease(name), true, (rc, message, stat) => {
+      if (rc === Rc.noNode) {
+        drop(session, name)
+        events.emit(Hint.Released({ name }))
+      } else {
+        const held = session.leases.get(name)
+        if (rc === Rc.ok && stat !== null && held !== undefined &&
+          (stat.ephemeralOwner !== session.id || stat.czxid !== Number(held))) drop(session, name, held)
+      }
+      done(rc, message, stat)
+    })
+  // A held name's node replaced behind the session's back (only an outside delete does that) must
+  // leave the cache before a release of it is sent: that read skips the window (it is rare). Any
+  // other re-arm waits its turn like an acquire.
+  if (session.leases.has(name)) sendAll([read], () => undefined)
+  else sendInWindow(session, () => [read], () => undefined)
 }
 
 /**
@@ -170,7 +185,11 @@ export const open = (
             watchedLeases: new Set(),
             waiting: new Set(),
             watchedGroups: new Map(),
-            lastRenewalMillis: 0
+            lastRenewalMillis: 0,
+            inFlight: 0,
+            queued: new Set(),
+            closing: false,
+            admitting: false
           }
           Deferred.unsafeDone(opened, Effect.succeed(session))
           return
@@ -190,6 +209,7 @@ export const open = (
         if (session === undefined) return
         session.connected = false
         session.moved = true
+        answerQueued(session)
       })
       handle.on("close", (_handle, code) => {
         if (session === undefined) {
@@ -204,6 +224,7 @@ export const open = (
           session.ended = true
           events.ended(session)
         }
+        answerQueued(session)
       })
       handle.on("deleted", (_handle, path) => {
         const name = paths.leaseOf(path)
@@ -232,8 +253,8 @@ export const open = (
         // A member's group: re-arm with a fresh read first, then tell, so a change made after the
         // hint always fires the new watch. A change the read shows (also one made between the event
         // and the read) is a hint; a read that failed is one too.
-        current.handle.a_get_children(path, true, (rc, _message, children) => {
-          const members = rc === Rc.ok && children !== null ? membersKey(children) : undefined
+        sendInWindow(current, () => [(done) => current.handle.a_get_children(path, true, done)], ([read]) => {
+          const members = read!.rc === Rc.ok && Array.isArray(read!.value) ? membersKey(read!.value) : undefined
           if (members !== undefined && current.watchedGroups.get(group) === members) return
           if (members !== undefined && current.watchedGroups.has(group)) current.watchedGroups.set(group, members)
           events.emit(Hint.GroupChanged({ group }))
@@ -295,3 +316,83 @@ export const sendAll = <A>(requests: ReadonlyArray<Request<A>>, onReplies: (repl
     if (sent !== Rc.ok) settle(i, { rc: sent, message: "not sent", value: undefined })
   })
 }
+
+/**
+ * The most requests other than renewals a session has in flight (`sendInWindow`). ZooKeeper answers
+ * one session's requests in order, so a renewal (sent at once, outside the window) waits behind at
+ * most this many, not behind every acquire a client started: with 1,000 elections on one session,
+ * 2,000 requests ahead of a renewal made it miss its timeout and the session pass its deadline. 64
+ * requests (32 acquires) keep the connection busy: the server works through a session's requests one
+ * at a time anyway.
+ */
+export const inFlightLimit = 64
+
+/** A batch of requests waiting for room in a session's window: sends (or answers) itself when called. */
+export type Batch = () => void
+
+/** Why a batch cannot be sent now: the code its replies get without being sent, or `undefined`. */
+const refusal = (session: Session): number | undefined =>
+  session.ended || session.closing ? Rc.closing : session.connected ? undefined : Rc.connectionLoss
+
+/** Sends queued batches, oldest first, while the window has room (answers them all when none can be sent). */
+const admitQueued = (session: Session): void => {
+  // A batch answered at once (the addon refused to send) calls back in here: the loop below goes on
+  // with the next batch instead, so the stack never grows with the queue.
+  if (session.admitting) return
+  session.admitting = true
+  try {
+    for (const batch of session.queued) {
+      if (refusal(session) === undefined && session.inFlight >= inFlightLimit) return
+      session.queued.delete(batch)
+      batch()
+    }
+  } finally {
+    session.admitting = false
+  }
+}
+
+/** Answers every queued batch without sending it, once the session ended, is closing or lost its connection. */
+export const answerQueued = (session: Session): void => {
+  if (refusal(session) !== undefined) admitQueued(session)
+}
+
+/**
+ * Sends the requests `build` makes as one pipeline when the session's window has room (at once when
+ * it has), after every batch queued before it; returns a function that takes the batch back while it
+ * is still queued. A batch is admitted while fewer than `inFlightLimit` requests are in flight, so a
+ * batch of k requests can take the count to `inFlightLimit + k − 1`. When the session ended, is
+ * closing or is disconnected by then, nothing is sent: the replies say `Rc.closing` or
+ * `Rc.connectionLoss` and the requests' own callbacks never run. `build` runs when the batch is
+ * admitted, so it reads the session's state as of the send. Queuing changes nothing about the session:
+ * its state changes only in reply callbacks and watch events, in the order the server processed them
+ * (see "Why the lease list of a renewal is exact" in ZookeeperBackend.ts).
+ */
+export const sendInWindow = <A>(
+  session: Session,
+  build: () => ReadonlyArray<Request<A>>,
+  onReplies: (replies: ReadonlyArray<Reply<A>>) => void
+): () => void => {
+  const batch: Batch = () => {
+    const requests = build()
+    const refused = refusal(session)
+    if (refused !== undefined) {
+      return onReplies(requests.map(() => ({ rc: refused, message: "not sent (session closing or connection lost)", value: undefined })))
+    }
+    session.inFlight += requests.length
+    sendAll(requests, (replies) => {
+      session.inFlight -= requests.length
+      onReplies(replies)
+      admitQueued(session)
+    })
+  }
+  session.queued.add(batch)
+  admitQueued(session)
+  return () => void session.queued.delete(batch)
+}
+
+/** `sendInWindow` as an effect: interrupted while queued, the batch is never sent. */
+export const pipelineInWindow = <A>(session: Session, build: () => ReadonlyArray<Request<A>>): Effect.Effect<ReadonlyArray<Reply<A>>> =>
+  Effect.async<ReadonlyArray<Reply<A>>>((resume) => {
+    const takeBack = sendInWindow(session, build, (replies) => resume(Effect.succeed(replies)))
+    return Effect.sync(takeBack)
+  })
