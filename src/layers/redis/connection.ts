@@ -153,8 +153,24 @@ export interface Tracker {
    * Runs `send` (a command or commands on the connection) as an effect that fails with `BackendError`
    * when the command fails, when no reply came within the command timeout, when the connection is not
    * ready, and at once when the connection (in a cluster: any node's) closes while it is in flight.
+   * The timeout is ioredis's own per command when it has one (see `ioredisTimesOut`): then an
+   * `EVALSHA` answered `NOSCRIPT` and the `EVAL` after it each have their own.
    */
   readonly track: <A>(operation: string, send: () => Promise<A>) => Effect.Effect<A, BackendError>
+}
+
+/**
+ * Whether ioredis itself rejects every command of `client` after at most `commandTimeout` ms: its
+ * `commandTimeout` option (on each node of a cluster) starts a timer when the command is handed to a
+ * connection, and a cluster without an offline queue never holds a command before that. Then the
+ * tracker adds no timeout of its own: racing one costs two fibers and a timer per command, more than
+ * the round trip (issue 11). A client you bring may have no such option, a longer one or an offline
+ * queue: its commands get the tracker's timeout.
+ */
+const ioredisTimesOut = (client: Client, commandTimeout: number): boolean => {
+  const own = isCluster(client) ? client.options.redisOptions?.commandTimeout : client.options.commandTimeout
+  const queues = isCluster(client) && client.options.enableOfflineQueue !== false
+  return typeof own === "number" && own > 0 && own <= commandTimeout && !queues
 }
 
 /**
@@ -169,6 +185,7 @@ export interface Tracker {
  */
 export const tracker = (client: Client, commandTimeout: number): Effect.Effect<Tracker, never, Scope.Scope> =>
   Effect.gen(function*() {
+    const ownTimeout = ioredisTimesOut(client, commandTimeout)
     const inFlight = new Set<(reason: string) => void>()
     const failAll = (reason: string) => {
       const calls = [...inFlight]
@@ -208,7 +225,7 @@ export const tracker = (client: Client, commandTimeout: number): Effect.Effect<T
           }
         })
     )
-    const track = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
+    const settled = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
       Effect.async<A, BackendError>((resume) => {
         // Never into an offline queue (a client you bring may have one): it would be sent late.
         if (client.status !== "ready") {
@@ -241,12 +258,16 @@ export const tracker = (client: Client, commandTimeout: number): Effect.Effect<T
           open = false
           inFlight.delete(onClose)
         })
-      }).pipe(
-        Effect.timeoutFail({
-          duration: Duration.millis(commandTimeout),
-          onTimeout: () => backendError(operation, `no reply within ${commandTimeout} ms`)
-        })
-      )
+      })
+    const track = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
+      ownTimeout
+        ? settled(operation, send)
+        : settled(operation, send).pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(commandTimeout),
+            onTimeout: () => backendError(operation, `no reply within ${commandTimeout} ms`)
+          })
+        )
     return { track }
   })
 
