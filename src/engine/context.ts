@@ -30,8 +30,7 @@ export interface Step {
   readonly now: number
   readonly timing: Session.Timing
   session: Mutable<SessionState>
-  released: ReadonlyMap<string, bigint>
-  releasedCopied: boolean
+  released: OrderedMap<string, bigint>
   tokens: OrderedMap<string, TokenMemory>
   idleNames: OrderedMap<string, true>
   elections: OrderedMap<number, ElectionState>

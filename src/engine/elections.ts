@@ -233,7 +233,7 @@ export const giveBack = (s: Step, sessionId: string, name: string, token: bigint
   observe(s, name, token, sessionId)
   // A renewal reply or a pushed grant may still name this token later: never adopt it then.
   for (const e of electionsNamed(s, name)) see(s, e, token)
-  if (sessionId === s.session.id && aboveReleased(s, name, token)) writableReleased(s).set(name, token)
+  if (sessionId === s.session.id && aboveReleased(s, name, token)) s.released = s.released.set(name, token)
   call(s, { _tag: "Release", sessionId, name, token })
 }
 
@@ -241,15 +241,6 @@ export const giveBack = (s: Step, sessionId: string, name: string, token: bigint
 export const aboveReleased = (s: Step, name: string, token: bigint): boolean => {
   const released = s.released.get(name)
   return released === undefined || token > released
-}
-
-/** Copy-on-write: most steps never touch the released tokens. */
-export const writableReleased = (s: Step): Map<string, bigint> => {
-  if (s.releasedCopied) return s.released as Map<string, bigint>
-  const copy = new Map(s.released)
-  s.released = copy
-  s.releasedCopied = true
-  return copy
 }
 
 /**

@@ -20,6 +20,7 @@ import {
 } from "./context.js"
 import { loseTerm, remove, tryAcquire } from "./elections.js"
 import { unaskedLease } from "./hints.js"
+import { OrderedMap } from "./orderedMap.js"
 import { joinGroup, reconcileGroups } from "./partitions.js"
 import { observe } from "./tokens.js"
 import type { ElectionState, HeldLease, Request, Response } from "./types.js"
@@ -44,8 +45,7 @@ export const openSession = (s: Step): void => {
     opening: undefined,
     leaseView: undefined
   }
-  s.released = new Map()
-  s.releasedCopied = true
+  s.released = OrderedMap.empty()
   s.session.opening = call(s, { _tag: "OpenSession", ttl: s.timing.leaseDuration })
 }
 

@@ -1,7 +1,6 @@
 // Rule 7's memory of each name's tokens, and the released-token records of rule 1.
 import { SimbaEvent } from "../SimbaEvent.js"
 import { electionsNamed, publish, type Step } from "./context.js"
-import { writableReleased } from "./elections.js"
 import type { Request, TokenMemory } from "./types.js"
 
 /**
@@ -84,5 +83,5 @@ export const onReleased = (s: Step, request: Extract<Request, { _tag: "Release" 
   for (const e of electionsNamed(s, request.name)) {
     if (e.attempt !== undefined) return
   }
-  writableReleased(s).delete(request.name)
+  s.released = s.released.delete(request.name)
 }
