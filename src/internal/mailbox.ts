@@ -42,9 +42,16 @@ const poll = <A>(box: Mailbox<A>): A => {
   return item
 }
 
-const waitForItem = <A>(box: Mailbox<A>): Effect.Effect<void> =>
+/**
+ * Waits until an item is there. The check is made again inside the registration, which runs in one
+ * go: the runtime may make the taker yield between `take`'s first look and this registration, and
+ * an item offered then finds no wake-up to call (the loop would sleep on a full mailbox until the
+ * next offer, which under `TestClock` may never come: a TCK run hung on it).
+ */
+export const waitForItem = <A>(box: Mailbox<A>): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
-    box.wake = resume
+    if (size(box) > 0) resume(Effect.void)
+    else box.wake = resume
   })
 
 /** The oldest item, waiting for one if there is none. */
