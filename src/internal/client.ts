@@ -60,7 +60,7 @@ export const makeWithShell = (
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),
       state: Engine.initial(config, seed),
       shutdown: yield* Deferred.make<void>(),
-      shutDown: false,
+      isShutDown: false,
       hooks: new Map(),
       groupHooks: new Map(),
       completions: new Map(),

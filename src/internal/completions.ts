@@ -14,7 +14,7 @@ const closed: Engine.Outcome = { _tag: "Closed" }
 /** Queues an event carrying a fresh completion and waits for the engine to complete it. */
 export const request = (shell: Shell, make: (completion: number) => Engine.Event): Effect.Effect<Engine.Outcome> =>
   Effect.suspend(() => {
-    if (shell.shutDown) return Effect.succeed(closed)
+    if (shell.isShutDown) return Effect.succeed(closed)
     const completion = shell.nextId++
     // No `Deferred`: the caller is resumed directly (an interrupted caller leaves its entry to the
     // engine's answer, which always comes).
@@ -32,7 +32,7 @@ export const register = (shell: Shell): Effect.Effect<{ readonly id: number; rea
   Effect.sync(() => {
     const id = shell.nextId++
     const deferred = Deferred.unsafeMake<Engine.Outcome>(FiberId.none)
-    if (shell.shutDown) Deferred.unsafeDone(deferred, Exit.succeed(closed))
+    if (shell.isShutDown) Deferred.unsafeDone(deferred, Exit.succeed(closed))
     else shell.completions.set(id, (outcome) => Deferred.unsafeDone(deferred, Exit.succeed(outcome)))
     return { id, outcome: Deferred.await(deferred) }
   })
@@ -53,7 +53,7 @@ export const shutDown = (shell: Shell): Effect.Effect<void> =>
   Effect.zipRight(
     Deferred.succeed(shell.shutdown, undefined),
     Effect.sync(() => {
-      shell.shutDown = true
+      shell.isShutDown = true
       const waiting = Array.from(shell.completions.values())
       shell.completions.clear()
       for (const answer of waiting) answer(closed)

@@ -77,7 +77,7 @@ export interface Shell {
   /** Done once the client's scope closed: nobody will complete anything any more. */
   readonly shutdown: Deferred.Deferred<void>
   /** `shutdown` is done (read without an Effect by the requests). */
-  shutDown: boolean
+  isShutDown: boolean
   readonly hooks: Map<number, Hooks>
   readonly groupHooks: Map<string, Hooks>
   /** Callers waiting for the engine's `Complete`, by completion id. */

@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import type * as Engine from "../Engine.js"
 import * as Term from "../Term.js"
+import { interruptSignalNow } from "./interrupt.js"
 import * as Metrics from "./metrics.js"
 import * as SessionDeadline from "./sessionDeadline.js"
 import { type Hooks, type LiveTerm, type LoopFiber, offer, type Shell } from "./shell.js"
@@ -98,7 +99,7 @@ export const onRevoked = (
   metrics.revocations[effect.reason].unsafeUpdate(1, loop.metricLabels)
   metrics.leaderTerms.unsafeModify(-1, loop.metricLabels)
   // The engine never waits for the work: it is asked to stop, not awaited.
-  live.work?.unsafeInterruptAsFork(loop.id)
+  if (live.work !== undefined) interruptSignalNow(live.work, loop.id)
   const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
   return hook?.onRevoked(live.term, effect.reason)
 }

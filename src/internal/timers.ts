@@ -2,14 +2,14 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as FiberId from "effect/FiberId"
+import { interruptSignalNow } from "./interrupt.js"
 import { offer, type Shell } from "./shell.js"
 
 /** Cancels the timer armed under `key`, if any (the `Disarm` effect), as the loop fiber `by`. */
 export const cancel = (shell: Shell, key: string, by: FiberId.FiberId): void => {
   const fiber = shell.timers.get(key)
   shell.timers.delete(key)
-  // Asks without waiting (as `Fiber.interruptFork`, without a fiber to do the asking).
-  fiber?.unsafeInterruptAsFork(by)
+  if (fiber !== undefined) interruptSignalNow(fiber, by)
 }
 
 /** Delivers `Timer { key, id }` at `at`, replacing the timer armed under `key` (the `Arm` effect). */
