@@ -17,97 +17,144 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
-import { LockLostError, LockReentryError, LockTimeoutError, SimbaClosedError } from "../Errors.js"
-import type { LockError, LockOptions } from "../Simba.js"
+import * as Scope from "effect/Scope"
+import {
+  InvalidLeaseNameError,
+  LockLostError,
+  LockReentryError,
+  LockTimeoutError,
+  SimbaClosedError
+} from "../Errors.js"
+import * as LeaseName from "../LeaseName.js"
+import type { ElectionError, LockError, LockOptions } from "../Simba.js"
 import type * as Term from "../Term.js"
+import * as Completions from "./completions.js"
 import * as Handles from "./handles.js"
 import { interruptSignal } from "./interrupt.js"
-import type { Shell } from "./shell.js"
+import { offerNow, type Shell } from "./shell.js"
 
 /** The locks the current fiber (or a fiber it was forked from) holds, per client. */
 const heldLocks = FiberRef.unsafeMake<ReadonlyArray<{ readonly shell: Shell; readonly name: string }>>([])
 
-const holds = (shell: Shell, name: string) =>
-  Effect.map(FiberRef.get(heldLocks), (held) => held.some((lock) => lock.shell === shell && lock.name === name))
+const holdsIn = (held: ReadonlyArray<{ readonly shell: Shell; readonly name: string }>, shell: Shell, name: string) =>
+  held.some((lock) => lock.shell === shell && lock.name === name)
 
 const tryOnce = (options: LockOptions | undefined): boolean =>
   options?.timeout !== undefined && Duration.lessThanOrEqualTo(Duration.decode(options.timeout), Duration.zero)
 
-/**
- * A value completed once (by the loop) and awaited by the caller, before or after: a `Deferred`
- * without the cost of making one (it copies Effect's prototype into every instance).
- */
-const awaitable = <A>() => {
-  let value: Option.Option<A> = Option.none()
-  let resume: ((effect: Effect.Effect<A>) => void) | undefined
-  return {
-    complete: (a: A): Option.Option<never> => {
-      value = Option.some(a)
-      resume?.(Effect.succeed(a))
-      return Option.none()
-    },
-    await: Effect.suspend(() =>
-      Option.isSome(value) ? Effect.succeed(value.value) : Effect.async<A>((callback) => {
-        resume = callback
-        return Effect.sync(() => {
-          resume = undefined
-        })
-      })
-    )
-  }
-}
+/** What a lock request ends with: the term, or `undefined` for a try-lock that did not get it. */
+type Acquired = Effect.Effect<Term.Term | undefined, ElectionError>
 
 /**
- * Holds the lock `name` until the scope closes (`None`: a try-lock that did not get it); `onRevoked`
- * runs (in the loop) when the term ends.
+ * One lock request on the engine, driven by callbacks rather than fibers: the `Start` event, its
+ * completion, the handle's `Elected` hook and (for a try-lock) the attempt's completion all settle
+ * one value, which the caller awaits once. `stop` ends the handle (releasing a held lease) and
+ * forgets its hooks; it is answered by the engine in the step that handles it.
  */
-const acquire = (
-  shell: Shell,
-  name: string,
-  options: LockOptions | undefined,
-  onRevoked: () => Effect.Effect<void>
-): Effect.Effect<Option.Option<Term.Term>, LockError, Scope.Scope> =>
-  Effect.gen(function*() {
-    if (yield* holds(shell, name)) return yield* new LockReentryError({ lease: name })
-    const won = awaitable<Term.Term>()
-    const single = tryOnce(options)
-    const { tried } = yield* Handles.start(shell, name, "lock", false, {
-      onElected: (term) => Effect.sync(() => won.complete(term)),
-      onRevoked
-    }, single)
-    if (single) {
-      const outcome = yield* tried
-      if (outcome._tag === "Closed") return yield* new SimbaClosedError()
-      if (outcome._tag !== "Ok") return Option.none()
-      return Option.some(yield* won.await)
-    }
-    const timeout = options?.timeout
-    if (timeout === undefined) return Option.some(yield* won.await)
-    return Option.some(
-      yield* won.await.pipe(
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () => notAcquired(name, timeout)
-        })
-      )
-    )
+interface LockRequest {
+  readonly acquired: Acquired
+  readonly stop: Effect.Effect<void>
+}
+
+const closed: Acquired = Effect.fail(new SimbaClosedError())
+const notHeld: Acquired = Effect.succeed(undefined)
+
+/**
+ * Registers the hooks of a new lock handle and queues its `Start` (at once: call it where the caller
+ * cannot be interrupted before `stop` is sure to run). `onRevoked` runs in the loop when the term ends.
+ */
+const startLock = (shell: Shell, name: string, single: boolean, onRevoked: () => Effect.Effect<void>): LockRequest => {
+  let settled: Acquired | undefined
+  let resume: ((outcome: Acquired) => void) | undefined
+  const settle = (outcome: Acquired): void => {
+    if (settled !== undefined) return
+    settled = outcome
+    const waiting = resume
+    resume = undefined
+    waiting?.(outcome)
+  }
+  const handle = shell.nextId++
+  const stop = Completions.request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
+    Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
+    Effect.asVoid
+  )
+  if (shell.isShutDown) return { acquired: closed, stop: Effect.void }
+  shell.hooks.set(handle, {
+    onElected: (term) =>
+      Effect.sync(() => {
+        settle(Effect.succeed(term))
+        return Option.none()
+      }),
+    onRevoked
   })
+  const completion = shell.nextId++
+  shell.completions.set(completion, (outcome) => {
+    if (outcome._tag === "Ok" || outcome._tag === "NotAcquired") return
+    shell.hooks.delete(handle)
+    settle(Effect.as(Handles.failStart(name, outcome), undefined))
+  })
+  let tryCompletion: number | undefined
+  if (single) {
+    tryCompletion = shell.nextId++
+    shell.completions.set(tryCompletion, (outcome) => {
+      if (outcome._tag === "NotAcquired") settle(notHeld)
+      else if (outcome._tag === "Closed") settle(closed)
+    })
+  }
+  offerNow(shell, { _tag: "Start", handle, name, kind: "lock", hasWork: false, completion, tryCompletion })
+  const acquired: Acquired = Effect.suspend(() =>
+    settled !== undefined ? settled : Effect.async<Term.Term | undefined, ElectionError>((callback) => {
+      if (settled !== undefined) return callback(settled)
+      resume = callback
+      return Effect.sync(() => {
+        resume = undefined
+      })
+    })
+  )
+  return { acquired, stop }
+}
+
+/** Waits for the term: at most `timeout` unless a try-lock (whose one attempt the engine answers). */
+const awaitTerm = (request: LockRequest, name: string, options: LockOptions | undefined, single: boolean) => {
+  const timeout = options?.timeout
+  if (single || timeout === undefined) return request.acquired
+  return request.acquired.pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => notAcquired(name, timeout) }))
+}
 
 const notAcquired = (name: string, timeout: Duration.DurationInput) =>
   new LockTimeoutError({ lease: name, timeout: Duration.format(Duration.decode(timeout)) })
 
-/** A try-lock's `None` as the `LockTimeoutError` of `lock` and `withLock`. */
-const orTimeout = (name: string, options: LockOptions | undefined) => <A>(acquired: Option.Option<A>) =>
-  Option.isSome(acquired) ? Effect.succeed(acquired.value) : Effect.fail(notAcquired(name, options?.timeout ?? 0))
+/** Fails at once for a bad name, or for a lock the calling fiber already holds. */
+const refused = (
+  shell: Shell,
+  name: string,
+  held: ReadonlyArray<{ readonly shell: Shell; readonly name: string }>
+): Effect.Effect<never, LockError> | undefined => {
+  const rule = LeaseName.brokenRule(name)
+  if (rule !== undefined) return Effect.fail(new InvalidLeaseNameError({ lease: name, rule }))
+  return holdsIn(held, shell, name) ? Effect.fail(new LockReentryError({ lease: name })) : undefined
+}
 
 const nothingToInterrupt = () => Effect.void
 
 export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
-  acquire(shell, name, options, nothingToInterrupt).pipe(
-    Effect.flatMap(orTimeout(name, options)),
-    // The rest of the scope runs holding the lock: asking for it again there must not wait forever.
-    Effect.tap(() => FiberRef.getWith(heldLocks, (held) => Effect.locallyScoped(heldLocks, [...held, { shell, name }])))
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime<Term.Term, LockError, Scope.Scope>((caller) => {
+      const held = caller.getFiberRef(heldLocks)
+      const refusal = refused(shell, name, held)
+      if (refusal !== undefined) return refusal
+      const single = tryOnce(options)
+      const request = startLock(shell, name, single, nothingToInterrupt)
+      return Effect.flatMap(Effect.scope, (scope) =>
+        Effect.zipRight(
+          Scope.addFinalizer(scope, request.stop),
+          Effect.flatMap(restore(awaitTerm(request, name, options, single)), (term) =>
+            term === undefined
+              ? Effect.fail(notAcquired(name, options?.timeout ?? 0))
+              // The rest of the scope runs holding the lock: asking for it again there must not wait forever.
+              : Effect.as(Effect.locallyScoped(heldLocks, [...held, { shell, name }]), term))
+        ))
+    })
   )
 
 /** Runs `body` holding the lock; `None` when a try-lock did not get it (the body did not run). */
@@ -117,35 +164,56 @@ const runLocked = <A, E, R>(
   body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
   options: LockOptions | undefined
 ): Effect.Effect<Option.Option<A>, E | LockError, R> =>
-  Effect.scoped(
-    Effect.gen(function*() {
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime<Option.Option<A>, E | LockError, R>((caller) => {
+      const held = caller.getFiberRef(heldLocks)
+      const refusal = refused(shell, name, held)
+      if (refusal !== undefined) return refusal
+      const single = tryOnce(options)
       // The body runs in a child fiber that the term's revocation interrupts (no race fiber).
       let running: Fiber.RuntimeFiber<A, E> | undefined
-      const acquired = yield* acquire(
-        shell,
-        name,
-        options,
-        () => running === undefined ? Effect.void : interruptSignal(running)
+      const request = startLock(shell, name, single, () => running === undefined ? Effect.void : interruptSignal(running))
+      const holding = [...held, { shell, name }]
+      const run = (term: Term.Term): Effect.Effect<Option.Option<A>, E | LockError, R> =>
+        Effect.flatMap(
+          // Set in the child: nothing to restore in a fiber that ends with the body.
+          Effect.fork(restore(Effect.zipRight(
+            FiberRef.set(heldLocks, holding),
+            Effect.suspend(() => Effect.isEffect(body) ? body : body(term))
+          ))),
+          (fiber) => {
+            running = fiber
+            // Revoked between the grant and the fork: the hook found no fiber to interrupt. An
+            // interrupted caller stops the body before the lease is released.
+            return Effect.flatMap(term.revokedReason, (early) =>
+              (Option.isSome(early) ? interruptSignal(fiber) : Effect.void).pipe(
+                Effect.zipRight(restore(Fiber.await(fiber)).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))),
+                Effect.flatMap((exit) => outcome(name, term, exit))
+              ))
+          }
+        )
+      return restore(awaitTerm(request, name, options, single)).pipe(
+        Effect.flatMap((term) => term === undefined ? Effect.succeed(Option.none()) : run(term)),
+        Effect.ensuring(request.stop)
       )
-      if (Option.isNone(acquired)) return Option.none()
-      const term = acquired.value
-      const held = yield* FiberRef.get(heldLocks)
-      // Set in the child, not `Effect.locally`: nothing to restore in a fiber that ends with the body
-      // (and `Fiber.await` takes none of its fiber refs back).
-      const fiber = yield* Effect.fork(
-        Effect.zipRight(FiberRef.set(heldLocks, [...held, { shell, name }]), Effect.suspend(() => Effect.isEffect(body) ? body : body(term)))
-      )
-      running = fiber
-      // Revoked between the grant and the fork: the hook found no fiber to interrupt.
-      if (Option.isSome(yield* term.revokedReason)) yield* interruptSignal(fiber)
-      const exit = yield* Fiber.await(fiber)
-      if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
-        const reason = yield* term.revokedReason
-        if (Option.isSome(reason)) return yield* new LockLostError({ lease: name, token: term.token, reason: reason.value })
-      }
-      return Option.some(yield* exit)
     })
   )
+
+/** The body's exit as the lock's result: an interruption by the term's end is `LockLostError`. */
+const outcome = <A, E>(name: string, term: Term.Term, exit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
+  if (Exit.isSuccess(exit)) return Effect.succeed(Option.some(exit.value))
+  if (Cause.isInterruptedOnly(exit.cause)) {
+    return Effect.flatMap(term.revokedReason, (reason): Effect.Effect<never, E | LockError> =>
+      Option.isSome(reason)
+        ? Effect.fail(new LockLostError({ lease: name, token: term.token, reason: reason.value }))
+        : Effect.failCause(exit.cause))
+  }
+  return Effect.failCause(exit.cause)
+}
+
+/** A try-lock's `None` as the `LockTimeoutError` of `withLock`. */
+const orTimeout = (name: string, options: LockOptions | undefined) => <A>(acquired: Option.Option<A>) =>
+  Option.isSome(acquired) ? Effect.succeed(acquired.value) : Effect.fail(notAcquired(name, options?.timeout ?? 0))
 
 export const withLock = <A, E, R>(
   shell: Shell,

@@ -99,6 +99,28 @@ describe("withLock", () => {
       expect(yield* Ref.get(interrupted)).toBe(true)
     }))
 
+  it.scoped("interrupting withLock stops the body (its cleanup included) before the lock is released", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(2)
+      const [a, b] = clients as [typeof clients[0], typeof clients[0]]
+      const order = yield* Ref.make<ReadonlyArray<string>>([])
+      const note = (what: string) => Ref.update(order, (all) => [...all, what])
+      const entered = yield* Deferred.make<void>()
+      const locked = yield* Effect.fork(a.client.withLock("cleanup", Effect.zipRight(
+        Deferred.succeed(entered, undefined),
+        Effect.never.pipe(Effect.onInterrupt(() => Effect.zipRight(Effect.sleep("1 second"), note("a cleaned up"))))
+      )))
+      yield* advance("100 millis")
+      yield* Deferred.await(entered)
+      const waiting = yield* Effect.fork(b.client.withLock("cleanup", note("b holds")))
+      yield* advance("100 millis")
+      const interrupting = yield* Effect.fork(Fiber.interrupt(locked))
+      yield* advance("2 seconds", "10 millis")
+      yield* Fiber.join(interrupting)
+      yield* Fiber.join(waiting)
+      expect(yield* Ref.get(order)).toEqual(["a cleaned up", "b holds"])
+    }))
+
   it.scoped("lock(name) holds the lease until the scope closes", () =>
     Effect.gen(function*() {
       const { clients } = yield* makeClients(2)
