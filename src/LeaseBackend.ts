@@ -18,7 +18,9 @@ import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
-import type * as Stream from "effect/Stream"
+import * as PubSub from "effect/PubSub"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
 import { brokenRule } from "./LeaseName.js"
 
@@ -152,6 +154,52 @@ export interface LeaseBackendService {
 }
 
 export class LeaseBackend extends Context.Tag("simba/LeaseBackend")<LeaseBackend, LeaseBackendService>() {}
+
+// ---------------------------------------------------------------------------------------------------
+// Hints heard without the stream
+// ---------------------------------------------------------------------------------------------------
+
+/** Calls `onHint` for every hint from now until the scope closes, in the producer's own callback. */
+export type ListenHints = (onHint: (hint: Hint) => void) => Effect.Effect<void, never, Scope.Scope>
+
+const listenKey: unique symbol = Symbol.for("simba/LeaseBackend/listenHints")
+
+/**
+ * The direct way to hear `hints`, when the backend that made the stream offers one: the client's
+ * shell then gets each hint in the driver's callback, without a subscription fiber and a stream
+ * hop between the message and its loop (a hop on every hand-over's path). A stream that a wrapper
+ * replaced (a test kit delaying or dropping hints) has none, and is read as a stream.
+ */
+export const listenerOf = (hints: Stream.Stream<Hint>): ListenHints | undefined =>
+  (hints as Stream.Stream<Hint> & { readonly [listenKey]?: ListenHints })[listenKey]
+
+/** A backend's hints: `emit` offers one to the stream's subscribers and to the direct listeners. */
+export interface HintHub {
+  readonly emit: (hint: Hint) => void
+  readonly hints: Stream.Stream<Hint>
+  /** Ends the stream's subscriptions (a backend whose scope closes). */
+  readonly shutdown: Effect.Effect<void>
+}
+
+/**
+ * Makes a backend's hint hub. `capacity`: unread hints a slow stream subscriber may keep (later ones
+ * drop the oldest: hints are advisory, the engine's retries cover a lost one); unbounded without it.
+ */
+export const makeHintHub = (capacity?: number): Effect.Effect<HintHub> =>
+  Effect.map(capacity === undefined ? PubSub.unbounded<Hint>() : PubSub.sliding<Hint>(capacity), (pubsub) => {
+    const listeners = new Set<(hint: Hint) => void>()
+    const listen: ListenHints = (onHint) =>
+      Effect.acquireRelease(Effect.sync(() => void listeners.add(onHint)), () => Effect.sync(() => void listeners.delete(onHint)))
+    return {
+      emit: (hint) => {
+        // Never throws, even once the PubSub is shut down.
+        pubsub.unsafeOffer(hint)
+        for (const onHint of listeners) onHint(hint)
+      },
+      hints: Object.assign(Stream.fromPubSub(pubsub), { [listenKey]: listen }),
+      shutdown: PubSub.shutdown(pubsub)
+    }
+  })
 
 // ---------------------------------------------------------------------------------------------------
 // The constructor every backend is built with

@@ -7,11 +7,13 @@
  * of a step's effects are chained after them, so the order is kept at the cost of one Effect per
  * effect that needs one (a step of an uncontended lock has one or two).
  */
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
+import * as LeaseBackend from "../LeaseBackend.js"
 import * as BackendCalls from "./backendCalls.js"
 import * as Completions from "./completions.js"
 import * as Logs from "./logs.js"
@@ -98,14 +100,17 @@ export const run = (shell: Shell): Effect.Effect<never> =>
     }
   )
 
-/** Queues the backend's hints the engine has a use for, forever. */
-export const forwardHints = (shell: Shell): Effect.Effect<void> =>
-  shell.backend.hints.pipe(
-    Stream.runForEachChunk((hints) =>
-      Effect.sync(() => {
-        for (const hint of hints) {
-          if (Engine.wantsHint(shell.state, hint)) offerNow(shell, { _tag: "Hint", hint })
-        }
-      })
-    )
+/**
+ * Queues the backend's hints the engine has a use for, forever: in the backend's own callback when
+ * it offers one (`LeaseBackend.listenerOf`), else from its stream.
+ */
+export const forwardHints = (shell: Shell): Effect.Effect<void> => {
+  const forward = (hint: Engine.HintEvent): void => {
+    if (Engine.wantsHint(shell.state, hint)) offerNow(shell, { _tag: "Hint", hint })
+  }
+  const listen = LeaseBackend.listenerOf(shell.backend.hints)
+  if (listen !== undefined) return Effect.scoped(Effect.zipRight(listen(forward), Effect.never))
+  return shell.backend.hints.pipe(
+    Stream.runForEachChunk((hints) => Effect.sync(() => Chunk.forEach(hints, forward)))
   )
+}

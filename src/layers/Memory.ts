@@ -33,9 +33,7 @@ import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Order from "effect/Order"
-import * as PubSub from "effect/PubSub"
 import * as Random from "effect/Random"
-import * as Stream from "effect/Stream"
 import * as SynchronizedRef from "effect/SynchronizedRef"
 import { SimbaConfigError } from "../Errors.js"
 import {
@@ -47,6 +45,7 @@ import {
   LeaseBackend,
   type LeaseBackendService,
   make as makeBackend,
+  makeHintHub,
   type OpenedSession
 } from "../LeaseBackend.js"
 
@@ -162,7 +161,7 @@ const maxTtlOf = (options: Options): Effect.Effect<number, SimbaConfigError> => 
 const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
   Effect.gen(function*() {
     const ref = yield* SynchronizedRef.make(empty)
-    const pubsub = yield* PubSub.unbounded<Hint>()
+    const hub = yield* makeHintHub()
 
     /** The ttl granted for a request of `ttl` milliseconds: as asked, cut to `maxTtl`. */
     const grant = (ttl: number): number => Math.min(ttl, maxTtl)
@@ -176,7 +175,7 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
     ): Effect.Effect<A, E> =>
       SynchronizedRef.modifyEffect(ref, (state) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => f(expire(state, now), now)).pipe(
-          Effect.tap(([, , hints]) => hints.length === 0 ? Effect.void : PubSub.publishAll(pubsub, hints)),
+          Effect.tap(([, , hints]) => hints.length === 0 ? Effect.void : Effect.sync(() => hints.forEach(hub.emit))),
           Effect.map(([reply, next]) => [reply, next] as const)
         )).pipe(Effect.uninterruptible)
 
@@ -346,7 +345,7 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
       join,
       leave,
       members,
-      hints: Stream.fromPubSub(pubsub)
+      hints: hub.hints
     })
   })
 

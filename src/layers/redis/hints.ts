@@ -8,10 +8,9 @@
  * `joined`, `left` or `expired`, all read as "the membership changed".
  */
 import * as Effect from "effect/Effect"
-import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { Hint } from "../../LeaseBackend.js"
+import { Hint, makeHintHub } from "../../LeaseBackend.js"
 import type { Keys } from "./keys.js"
 
 /** The hint a message on `channel` carries, or `undefined` for a message this backend does not send. */
@@ -39,20 +38,20 @@ export const decoder = (k: Keys) => {
 
 /**
  * The hints stream, fed by `listen` (which calls its argument for each message, synchronously, so
- * hints keep the order of the messages, without a fiber per message). At most 4,096 unread hints are
- * kept: later ones are dropped, and the engine's retries cover them.
+ * hints keep the order of the messages, without a fiber per message); the client hears them in that
+ * callback (`LeaseBackend.listenerOf`). At most 4,096 unread hints are kept for a stream subscriber:
+ * older ones are dropped, and the engine's retries cover them.
  */
 export const make = <E>(
   k: Keys,
   listen: (onMessage: (channel: string, message: string) => void) => Effect.Effect<void, E, Scope.Scope>
 ): Effect.Effect<Stream.Stream<Hint>, E, Scope.Scope> =>
   Effect.gen(function*() {
-    const hints = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
+    const hub = yield* Effect.acquireRelease(makeHintHub(4096), (hub) => hub.shutdown)
     const decode = decoder(k)
     yield* listen((channel, message) => {
       const hint = decode(channel, message)
-      // Never throws, even once the PubSub is shut down.
-      if (hint !== undefined) hints.unsafeOffer(hint)
+      if (hint !== undefined) hub.emit(hint)
     })
-    return Stream.fromPubSub(hints)
+    return hub.hints
   })

@@ -141,9 +141,7 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import type { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from "../../LeaseBackend.js"
@@ -203,11 +201,9 @@ export const make = (
     const driver = yield* loadZookeeper
     const scope = yield* Effect.scope
     const paths = pathsOf(settings)
-    const hub = yield* Effect.acquireRelease(PubSub.unbounded<Hint>(), PubSub.shutdown)
+    const hub = yield* Effect.acquireRelease(LeaseBackend.makeHintHub(), (hub) => hub.shutdown)
     const sessions = new Map<string, Session>()
-    const emit = (hint: Hint) => {
-      hub.unsafeOffer(hint)
-    }
+    const emit = hub.emit
     const events = {
       emit,
       released: onReleased(paths, emit),
@@ -226,7 +222,7 @@ export const make = (
     return LeaseBackend.make({
       backend,
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
-      hints: Stream.fromPubSub(hub),
+      hints: hub.hints,
       ...operations,
       // Once connected, the session is registered and watched even if the caller gave up meanwhile
       // (a timed-out call): nobody renews it, so the watchdog closes it after its timeout.
