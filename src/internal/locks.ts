@@ -145,14 +145,16 @@ export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.
       if (refusal !== undefined) return refusal
       const single = tryOnce(options)
       const request = startLock(shell, name, single, nothingToInterrupt)
+      // One finalizer: the fiber that closes the scope gets its lock list back (as `locallyScoped`
+      // would restore it), then the lock is released.
       return Effect.flatMap(Effect.scope, (scope) =>
         Effect.zipRight(
-          Scope.addFinalizer(scope, request.stop),
+          Scope.addFinalizer(scope, Effect.zipRight(FiberRef.set(heldLocks, held), request.stop)),
           Effect.flatMap(restore(awaitTerm(request, name, options, single)), (term) =>
             term === undefined
               ? Effect.fail(notAcquired(name, options?.timeout ?? 0))
               // The rest of the scope runs holding the lock: asking for it again there must not wait forever.
-              : Effect.as(Effect.locallyScoped(heldLocks, [...held, { shell, name }]), term))
+              : Effect.as(FiberRef.set(heldLocks, [...held, { shell, name }]), term))
         ))
     })
   )
