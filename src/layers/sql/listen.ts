@@ -11,11 +11,10 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as PubSub from "effect/PubSub"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { Hint } from "../../LeaseBackend.js"
+import { Hint, makeHintHub } from "../../LeaseBackend.js"
 import type { Waiting } from "./waiting.js"
 
 /** The part of a `pg` `Client` the listener uses. */
@@ -58,11 +57,10 @@ export const make = (
   reconnectAfter: Duration.DurationInput = "100 millis"
 ): Effect.Effect<Stream.Stream<Hint>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const hints = yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
-    // Straight from the driver's callback to the subscribers: a sliding PubSub never suspends a
-    // publisher, so this runs to completion at once (no stream hop on the hand-over's path). Its only
-    // failure is the interruption of a publish after the scope closed, when nobody listens any more.
-    const publish = (hint: Hint): void => void Effect.runSyncExit(PubSub.publish(hints, hint))
+    // Straight from the driver's callback to the client (`LeaseBackend.listenerOf`), and to any
+    // stream subscriber: no fiber and no stream hop on the hand-over's path.
+    const hub = yield* Effect.acquireRelease(makeHintHub(4096), (hub) => hub.shutdown)
+    const publish = hub.emit
     // The connection as a stream that emits nothing: it fails on a connection error, which restarts it.
     const connection = Stream.asyncScoped<never, unknown>((emit) =>
       Effect.gen(function*() {
@@ -86,5 +84,5 @@ export const make = (
       Schedule.spaced(Duration.seconds(5))
     )
     yield* connection.pipe(Stream.retry(backoff), Stream.runDrain, Effect.forkScoped)
-    return Stream.fromPubSub(hints)
+    return hub.hints
   })
