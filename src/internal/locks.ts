@@ -28,7 +28,6 @@ import {
 import * as LeaseName from "../LeaseName.js"
 import type { ElectionError, LockError, LockOptions } from "../Simba.js"
 import type * as Term from "../Term.js"
-import * as Completions from "./completions.js"
 import * as Handles from "./handles.js"
 import { interruptSignal } from "./interrupt.js"
 import { offerNow, type Shell } from "./shell.js"
@@ -45,44 +44,74 @@ const tryOnce = (options: LockOptions | undefined): boolean =>
 /** What a lock request ends with: the term, or `undefined` for a try-lock that did not get it. */
 type Acquired = Effect.Effect<Term.Term | undefined, ElectionError>
 
+/** A value set once, by a callback, and awaited by one fiber, before or after it is set. */
+const oneShot = <A, E>() => {
+  let value: Effect.Effect<A, E> | undefined
+  let resume: ((value: Effect.Effect<A, E>) => void) | undefined
+  return {
+    set: (next: Effect.Effect<A, E>): void => {
+      if (value !== undefined) return
+      value = next
+      const waiting = resume
+      resume = undefined
+      waiting?.(next)
+    },
+    await: Effect.suspend(() =>
+      value ?? Effect.async<A, E>((callback) => {
+        if (value !== undefined) return callback(value)
+        resume = callback
+        return Effect.sync(() => {
+          resume = undefined
+        })
+      })
+    )
+  }
+}
+
 /**
  * One lock request on the engine, driven by callbacks rather than fibers: the `Start` event, its
  * completion, the handle's `Elected` hook and (for a try-lock) the attempt's completion all settle
  * one value, which the caller awaits once. `stop` ends the handle (releasing a held lease) and
- * forgets its hooks; it is answered by the engine in the step that handles it.
+ * forgets its hooks; the engine answers it in the step that handles it. `stopNow` sends the stop
+ * without waiting (once: `stop` then only waits for the answer), so a body's exit can release the
+ * lock from its own fiber, one scheduler hop before its caller resumes.
  */
 interface LockRequest {
   readonly acquired: Acquired
   readonly stop: Effect.Effect<void>
+  readonly stopNow: () => void
 }
 
 const closed: Acquired = Effect.fail(new SimbaClosedError())
 const notHeld: Acquired = Effect.succeed(undefined)
+const stoppedAtClose: LockRequest = { acquired: closed, stop: Effect.void, stopNow: () => undefined }
 
 /**
  * Registers the hooks of a new lock handle and queues its `Start` (at once: call it where the caller
  * cannot be interrupted before `stop` is sure to run). `onRevoked` runs in the loop when the term ends.
  */
 const startLock = (shell: Shell, name: string, single: boolean, onRevoked: () => Effect.Effect<void>): LockRequest => {
-  let settled: Acquired | undefined
-  let resume: ((outcome: Acquired) => void) | undefined
-  const settle = (outcome: Acquired): void => {
-    if (settled !== undefined) return
-    settled = outcome
-    const waiting = resume
-    resume = undefined
-    waiting?.(outcome)
-  }
+  if (shell.isShutDown) return stoppedAtClose
+  const acquired = oneShot<Term.Term | undefined, ElectionError>()
+  const stopped = oneShot<void, never>()
   const handle = shell.nextId++
-  const stop = Completions.request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
-    Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
-    Effect.asVoid
-  )
-  if (shell.isShutDown) return { acquired: closed, stop: Effect.void }
+  let stopSent = false
+  const stopNow = (): void => {
+    if (stopSent) return
+    stopSent = true
+    const forget = () => {
+      shell.hooks.delete(handle)
+      stopped.set(Effect.void)
+    }
+    if (shell.isShutDown) return forget()
+    const completion = shell.nextId++
+    shell.completions.set(completion, forget)
+    offerNow(shell, { _tag: "Stop", handle, completion })
+  }
   shell.hooks.set(handle, {
     onElected: (term) =>
       Effect.sync(() => {
-        settle(Effect.succeed(term))
+        acquired.set(Effect.succeed(term))
         return Option.none()
       }),
     onRevoked
@@ -91,27 +120,25 @@ const startLock = (shell: Shell, name: string, single: boolean, onRevoked: () =>
   shell.completions.set(completion, (outcome) => {
     if (outcome._tag === "Ok" || outcome._tag === "NotAcquired") return
     shell.hooks.delete(handle)
-    settle(Effect.as(Handles.failStart(name, outcome), undefined))
+    acquired.set(Effect.as(Handles.failStart(name, outcome), undefined))
   })
   let tryCompletion: number | undefined
   if (single) {
     tryCompletion = shell.nextId++
     shell.completions.set(tryCompletion, (outcome) => {
-      if (outcome._tag === "NotAcquired") settle(notHeld)
-      else if (outcome._tag === "Closed") settle(closed)
+      if (outcome._tag === "NotAcquired") acquired.set(notHeld)
+      else if (outcome._tag === "Closed") acquired.set(closed)
     })
   }
   offerNow(shell, { _tag: "Start", handle, name, kind: "lock", hasWork: false, completion, tryCompletion })
-  const acquired: Acquired = Effect.suspend(() =>
-    settled !== undefined ? settled : Effect.async<Term.Term | undefined, ElectionError>((callback) => {
-      if (settled !== undefined) return callback(settled)
-      resume = callback
-      return Effect.sync(() => {
-        resume = undefined
-      })
-    })
-  )
-  return { acquired, stop }
+  return {
+    acquired: acquired.await,
+    stop: Effect.suspend(() => {
+      stopNow()
+      return stopped.await
+    }),
+    stopNow
+  }
 }
 
 /** Waits for the term: at most `timeout` unless a try-lock (whose one attempt the engine answers). */
@@ -185,6 +212,8 @@ const runLocked = <A, E, R>(
           ))),
           (fiber) => {
             running = fiber
+            // The lock is released as soon as the body ends, not when its caller next runs.
+            fiber.addObserver(request.stopNow)
             // Revoked between the grant and the fork: the hook found no fiber to interrupt. An
             // interrupted caller stops the body before the lease is released.
             return Effect.flatMap(term.revokedReason, (early) =>
