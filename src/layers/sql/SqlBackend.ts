@@ -20,9 +20,7 @@ import type * as Scope from "effect/Scope"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as PubSub from "effect/PubSub"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
 import {
@@ -34,6 +32,7 @@ import {
   KeepAliveReply,
   type LeaseBackendService,
   make as makeBackend,
+  makeHintHub,
   type OpenedSession
 } from "../../LeaseBackend.js"
 import * as Migrations from "./migrations.js"
@@ -61,23 +60,74 @@ export interface Settings {
   readonly pollInterval?: Duration.Duration | undefined
 }
 
-const Pair = Schema.Tuple(Schema.String, Schema.String)
-/** A list, as JSON text (MySQL) or already parsed (`json` columns on PostgreSQL). */
-const listOf = <A, I>(item: Schema.Schema<A, I>) =>
-  Schema.optional(Schema.NullOr(Schema.Union(Schema.Array(item), Schema.parseJson(Schema.Array(item)))))
-
 /** The reply of every routine: one row, the fields its operation uses. */
-const Reply = Schema.Struct({
-  status: Schema.Literal("live", "expired", "granted", "held", "joined", "released", "ok"),
-  token: Schema.optional(Schema.NullOr(Schema.String)),
-  remaining: Schema.optional(Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString))),
-  version: Schema.optional(Schema.NullOr(Schema.String)),
-  leases: listOf(Pair),
-  groups: listOf(Pair),
-  members: listOf(Schema.String)
-})
-type Reply = typeof Reply.Type
-const decodeReply = Schema.decodeUnknown(Reply)
+interface Reply {
+  readonly status: "live" | "expired" | "granted" | "held" | "joined" | "released" | "ok"
+  readonly token: string | undefined
+  readonly remaining: number | undefined
+  readonly version: string | undefined
+  readonly leases: ReadonlyArray<readonly [string, string]> | undefined
+  readonly groups: ReadonlyArray<readonly [string, string]> | undefined
+  readonly members: ReadonlyArray<string> | undefined
+}
+
+const statuses: ReadonlySet<string> = new Set(["live", "expired", "granted", "held", "joined", "released", "ok"])
+
+/**
+ * Reads a reply by hand rather than with a `Schema`: every call reads one, and a schema of unions
+ * and `parseJson` cost more client CPU than the rest of the call's own work. A field absent and SQL
+ * `NULL` read alike; a field of the wrong type fails the call, naming the field.
+ */
+type Field<A> = Either.Either<A | undefined, string>
+const invalidField = (field: string, value: unknown) => Either.left(`the reply's ${field} is not valid: ${JSON.stringify(value)}`)
+const isAbsent = (value: unknown): value is undefined | null => value === undefined || value === null
+const isString = (item: unknown): item is string => typeof item === "string"
+const isPair = (item: unknown): item is readonly [string, string] =>
+  Array.isArray(item) && item.length === 2 && isString(item[0]) && isString(item[1])
+
+const stringField = (row: Record<string, unknown>, field: string): Field<string> => {
+  const value = row[field]
+  return isAbsent(value) ? Either.right(undefined) : isString(value) ? Either.right(value) : invalidField(field, value)
+}
+/** A number, or its decimal text (MySQL may answer a `BIGINT` expression as text). */
+const numberField = (row: Record<string, unknown>, field: string): Field<number> => {
+  const value = row[field]
+  if (isAbsent(value)) return Either.right(undefined)
+  const number = isString(value) && value.trim() !== "" ? Number(value) : value
+  return typeof number === "number" && !Number.isNaN(number) ? Either.right(number) : invalidField(field, value)
+}
+const parsedJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+/** A list, as JSON text (MySQL) or already parsed (`json` values on PostgreSQL). */
+const listField = <A>(row: Record<string, unknown>, field: string, isItem: (item: unknown) => item is A): Field<ReadonlyArray<A>> => {
+  const value = row[field]
+  if (isAbsent(value)) return Either.right(undefined)
+  const list = isString(value) ? parsedJson(value) : value
+  return Array.isArray(list) && list.every(isItem) ? Either.right(list as ReadonlyArray<A>) : invalidField(field, value)
+}
+
+const readReply = (row: unknown): Either.Either<Reply, string> => {
+  if (typeof row !== "object" || row === null) return Either.left(`the reply is not a row: ${JSON.stringify(row)}`)
+  const fields = row as Record<string, unknown>
+  const status = fields["status"]
+  if (!isString(status) || !statuses.has(status)) return invalidField("status", status)
+  return Either.map(
+    Either.all({
+      token: stringField(fields, "token"),
+      remaining: numberField(fields, "remaining"),
+      version: stringField(fields, "version"),
+      leases: listField(fields, "leases", isPair),
+      groups: listField(fields, "groups", isPair),
+      members: listField(fields, "members", isString)
+    }),
+    (read) => ({ status: status as Reply["status"], ...read })
+  )
+}
 
 const tokenPattern = /^[1-9][0-9]{0,18}$/
 const versionPattern = /^(0|[1-9][0-9]{0,17})$/
@@ -85,10 +135,10 @@ const sessionIdPattern = /^[0-9a-f]{32}$/
 
 const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
-const tokenOf = (reply: Reply): Effect.Effect<bigint, string> =>
-  reply.token !== undefined && reply.token !== null && tokenPattern.test(reply.token)
-    ? Effect.succeed(BigInt(reply.token))
-    : Effect.fail(`the reply carries no valid token: ${JSON.stringify(reply.token)}`)
+const tokenOf = (reply: Reply): Either.Either<bigint, string> =>
+  reply.token !== undefined && tokenPattern.test(reply.token)
+    ? Either.right(BigInt(reply.token))
+    : Either.left(`the reply carries no valid token: ${JSON.stringify(reply.token)}`)
 
 /** Group views from the flat `[group, member]` pairs a renewal returns, sorted by group and member. */
 const groupViews = (pairs: ReadonlyArray<readonly [string, string]>): ReadonlyArray<GroupView> => {
@@ -200,14 +250,26 @@ export const make = (
       members: statementOf("members", 1)
     } as const
     const isRetryable = retryable(backend)
-    const retryPolicy = Schedule.intersect(Schedule.recurs(maxRetries), Schedule.exponential(Duration.millis(2)))
 
-    /** One round trip: the routine of `operation` with `params`, retried after a deadlock; the decoded reply. */
-    const call = (operation: keyof typeof statements, params: ReadonlyArray<unknown>): Effect.Effect<Reply, unknown> =>
-      sql.unsafe(statements[operation], params).pipe(
-        Effect.retry({ schedule: retryPolicy, while: isRetryable }),
-        Effect.flatMap((rows) => decodeReply(firstRow(backend, rows)))
+    /**
+     * The statement, run again after a deadlock or a serialisation failure: at most `maxRetries`
+     * times, 2, 4, 8… ms apart. Built by hand rather than with `Effect.retry` and a `Schedule`, whose
+     * driver would be set up for every call although nearly all succeed the first time.
+     */
+    const run = (
+      statement: string,
+      params: ReadonlyArray<unknown>,
+      retried: number
+    ): Effect.Effect<ReadonlyArray<unknown>, unknown> =>
+      Effect.catchIf(
+        sql.unsafe(statement, params),
+        (error) => retried < maxRetries && isRetryable(error),
+        () => Effect.zipRight(Effect.sleep(Duration.millis(2 * 2 ** retried)), run(statement, params, retried + 1))
       )
+
+    /** One round trip: the routine of `operation` with `params`, retried after a deadlock; the reply read. */
+    const call = (operation: keyof typeof statements, params: ReadonlyArray<unknown>): Effect.Effect<Reply, unknown> =>
+      Effect.flatMap(run(statements[operation], params, 0), (rows) => readReply(firstRow(backend, rows)))
     const remainingOf = (reply: Reply) => Duration.millis(Math.max(0, reply.remaining ?? 0))
     const unexpected = (operation: string, reply: Reply) =>
       Effect.fail(`unexpected reply to ${operation}: ${reply.status}`)
@@ -226,15 +288,15 @@ export const make = (
         call("keep_alive", [sessionId, ttlMillis, known !== undefined && versionPattern.test(known) ? known : null]),
         (reply): Effect.Effect<KeepAliveReply, unknown> => {
           if (reply.status === "expired") return Effect.succeed(KeepAliveReply.Expired())
-          if (reply.status !== "live" || reply.version === undefined || reply.version === null) {
+          if (reply.status !== "live" || reply.version === undefined) {
             return unexpected("keepAlive", reply)
           }
-          const leases = reply.leases === undefined || reply.leases === null
+          const leases = reply.leases === undefined
             ? undefined
             : Either.getOrUndefined(Either.all(reply.leases.map(([name, token]) =>
               tokenPattern.test(token) ? Either.right({ name, token: BigInt(token) }) : Either.left(token)
             )))
-          if (leases === undefined && reply.leases !== undefined && reply.leases !== null) {
+          if (leases === undefined && reply.leases !== undefined) {
             return Effect.fail("the renewal lists a lease without a valid token")
           }
           return Effect.succeed(KeepAliveReply.Live({
@@ -252,13 +314,13 @@ export const make = (
           case "expired":
             return Effect.succeed(AcquireReply.Expired())
           case "granted":
-            return Effect.zipRight(waiting.forget(name), Effect.map(tokenOf(reply), (token) => AcquireReply.Granted({ token })))
+            return Effect.zipRight(waiting.forget(name), Either.map(tokenOf(reply), (token) => AcquireReply.Granted({ token })))
           case "held":
             return Effect.as(waiting.refused(name), AcquireReply.HeldBy({
-              token: reply.token !== undefined && reply.token !== null && tokenPattern.test(reply.token)
+              token: reply.token !== undefined && tokenPattern.test(reply.token)
                 ? BigInt(reply.token)
                 : undefined,
-              remaining: reply.remaining === undefined || reply.remaining === null ? undefined : remainingOf(reply)
+              remaining: reply.remaining === undefined ? undefined : remainingOf(reply)
             }))
           default:
             return unexpected("acquire", reply)
@@ -279,7 +341,7 @@ export const make = (
      * them (at most `Waiting.max` names), whatever their number; none while nobody waits.
      */
     const localHints = settings.hints === undefined
-      ? yield* Effect.acquireRelease(PubSub.sliding<Hint>(4096), PubSub.shutdown)
+      ? yield* Effect.acquireRelease(makeHintHub(4096), (hub) => hub.shutdown)
       : undefined
     if (localHints !== undefined) {
       const poll = Effect.gen(function*() {
@@ -288,7 +350,7 @@ export const make = (
         const free = yield* sql.unsafe<{ name: string }>(Migrations.mysqlFreeNames(prefix, names.length), names)
         for (const { name } of free) {
           yield* waiting.forget(name)
-          yield* PubSub.publish(localHints, Hint.Released({ name }))
+          localHints.emit(Hint.Released({ name }))
         }
       })
       yield* poll.pipe(
@@ -298,7 +360,7 @@ export const make = (
         Effect.forkScoped
       )
     }
-    const hints = localHints === undefined ? settings.hints ?? Stream.empty : Stream.fromPubSub(localHints)
+    const hints = localHints === undefined ? settings.hints ?? Stream.empty : localHints.hints
     return makeBackend({
       backend,
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
@@ -310,7 +372,7 @@ export const make = (
         Effect.flatMap(call("release", [sessionId, name, token.toString()]), (reply) =>
           // Without pushed hints, local candidates hear of a release made through this backend at once.
           reply.status === "released" && localHints !== undefined
-            ? PubSub.publish(localHints, Hint.Released({ name }))
+            ? Effect.sync(() => localHints.emit(Hint.Released({ name })))
             : Effect.void),
       // PostgreSQL queues refused sessions (`<prefix>waiter`); MySQL keeps no queue (no-op default).
       withdraw: sql.onDialectOrElse({
