@@ -228,46 +228,6 @@ describe("SQL backend (postgres): hints", () => {
     }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
 })
 
-describe("SQL backend (postgres): durability", () => {
-  it.live("a release that hands the lease to nobody commits without waiting for its WAL flush; a hand-off and every acquire stay durable", () =>
-    Effect.gen(function*() {
-      const b = yield* LeaseBackend
-      const sql = yield* SqlClient
-      const routine = (operation: string) => Migrations.routine("simba_t_pgx_", Migrations.postgresVersion, operation)
-      // The routine in a transaction of the test's own, then the setting its commit will use.
-      const commitMode = (statement: string, params: ReadonlyArray<unknown>) =>
-        sql.withTransaction(Effect.gen(function*() {
-          const [row] = yield* sql.unsafe<{ r: { status: string; token?: string } }>(statement, params)
-          const [setting] = yield* sql.unsafe<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")
-          return { status: row!.r.status, token: row!.r.token, synchronousCommit: setting!.s }
-        }))
-      const acquire = (sessionId: string, name: string) =>
-        commitMode(`SELECT ${routine("acquire")}($1, $2) AS r`, [sessionId, name])
-      const release = (sessionId: string, name: string, token: string) =>
-        commitMode(`SELECT ${routine("release")}($1, $2, $3) AS r`, [sessionId, name, token])
-      const [holder, waiter] = [(yield* b.openSession(ttl)).sessionId, (yield* b.openSession(ttl)).sessionId]
-      const name = unique("durable")
-
-      expect(yield* acquire(holder, name)).toEqual({ status: "granted", token: "1", synchronousCommit: "on" })
-      expect(yield* acquire(waiter, name)).toMatchObject({ status: "held", synchronousCommit: "on" })
-      // Handed to the queued waiter: durable.
-      expect(yield* release(holder, name, "1")).toEqual({ status: "released", token: undefined, synchronousCommit: "on" })
-      expect(live(yield* b.keepAlive(waiter, ttl)).leases).toEqual([{ name, token: 2n }])
-      // A stale release changes nothing (and has nothing to flush).
-      expect((yield* release(holder, name, "1")).status).toBe("ok")
-      // Handed to nobody: not waited for.
-      expect(yield* release(waiter, name, "2")).toEqual({ status: "released", token: undefined, synchronousCommit: "off" })
-      expect(live(yield* b.keepAlive(waiter, ttl)).leases).toEqual([])
-      // The next acquire of the name (durable again) continues its tokens.
-      expect(yield* acquire(holder, name)).toEqual({ status: "granted", token: "3", synchronousCommit: "on" })
-      // The setting was the routine's transaction's only: a later statement outside it uses the server's.
-      const [after] = yield* sql.unsafe<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")
-      expect(after!.s).toBe("on")
-      yield* b.closeSession(holder)
-      yield* b.closeSession(waiter)
-    }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
-})
-
 describe("SQL backend (postgres): timeouts", () => {
   it.live("calls interrupted while blocked on a row lock are cancelled on the server and do not wedge the pool", () =>
     Effect.gen(function*() {

@@ -24,14 +24,12 @@
  * procedure, evaluated when that statement runs), so a takeover and the holder's renewal agree on
  * whether the holder had expired.
  *
- * The routines carry the schema version in their names (`v4` on PostgreSQL, `v2` on MySQL): a later
+ * The routines carry the schema version in their names (`v3` on PostgreSQL, `v2` on MySQL): a later
  * version installs new ones beside these (the tables are shared and every version takes the same
  * locks in the same order), so processes of both versions can run during a rolling upgrade. v3/v2
  * grant a name never acquired by its first insert (token 1) instead of inserting an empty row and
  * updating it, the commonest acquire in half the statements and rows written; the PostgreSQL v3
- * release writes a queued lease once, to its next holder. The PostgreSQL v4 release that hands the
- * lease to nobody commits without waiting for its WAL flush (`synchronous_commit = off` for its
- * transaction only; the safety argument is at the routine).
+ * release writes a queued lease once, to its next holder.
  */
 
 /** What the migration creates for a table prefix. */
@@ -57,7 +55,7 @@ export const channel = (prefix: string): string => `${prefix}hints`
 export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
 
 /** The schema versions the routines carry in their names. */
-export const postgresVersion = 4
+export const postgresVersion = 3
 export const mysqlVersion = 2
 
 /**
@@ -255,13 +253,6 @@ BEGIN
     IF v_queued THEN
       UPDATE ${lease} SET session_id = NULL WHERE name = p_name;
     END IF;
-    -- Handed to nobody: this commit does not wait for its WAL flush (v4). A crash may lose it, and
-    -- only it: WAL is flushed in order, so any later durable commit (an acquire of the name, the
-    -- session's own renewal) flushes it first. A lost release leaves the lease held by the live
-    -- session that let it go, whose renewals then list it (the lease list of a version it read
-    -- while holding it, or a new list) and whose client releases it again; no token is issued or
-    -- skipped by it. A hand-off, and every acquire, stay durable.
-    PERFORM set_config('synchronous_commit', 'off', true);
     ${notify("'r:' || p_name")}
   ELSE
     UPDATE ${lease} SET session_id = v_next, token = p_token + 1, acquired_at = clock_timestamp() WHERE name = p_name;
