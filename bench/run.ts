@@ -21,7 +21,8 @@
  *
  * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
  * costs the contended section needs, + contended), `--only handover` (floor + handover) or `--only renew10k`
- * (that section alone): prints those rows and stops, writing no results file.
+ * (that section alone) or `--only engine` (that section alone, no Redis needed): prints those rows and stops,
+ * writing no results file.
  */
 import { writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
@@ -85,11 +86,44 @@ const printTable = () => {
 
 const onlyAt = process.argv.indexOf("--only")
 const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
-if (only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover" && only !== "renew10k") {
-  throw new Error("--only uncontended | contended | handover | renew10k")
+if (
+  only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover" && only !== "renew10k" &&
+  only !== "engine"
+) {
+  throw new Error("--only uncontended | contended | handover | renew10k | engine")
+}
+
+/** `Engine.step` events/s, heap kept per `withLock`, heap per idle election: no Redis needed. */
+const engineSection = async () => {
+  log("engine: events/s")
+  const e10 = EngineBench.eventsPerSecond(10, 30_000)
+  const e10000 = EngineBench.eventsPerSecond(10_000, 30_000)
+  row("engine", "Engine.step events/s, 10 elections in the state", "1/s", { simba: e10.eventsPerSecond })
+  row("engine", "Engine.step events/s, 10,000 elections in the state", "1/s", { simba: e10000.eventsPerSecond })
+  row("engine", "Engine.step events/s, 10,000 elections / 10 (target >= 0.5)", "ratio", {
+    simba: e10000.eventsPerSecond / e10.eventsPerSecond
+  })
+  log("engine: heap kept per withLock (40,000 calls)")
+  row("engine", "heap kept per withLock by a long-lived client (memory backend, growth over 30,000 calls)", "bytes", {
+    simba: await EngineBench.heapPerWithLock()
+  })
+  log("engine: heap per idle election")
+  const heap = await EngineBench.heapPerElection(1000)
+  row("engine", `heap per idle election, leader (memory backend, ${heap.elections} elections)`, "bytes", {
+    simba: heap.bytesPerLeader
+  })
+  row("engine", `heap per idle election, waiting candidate (memory backend, ${heap.elections} elections)`, "bytes", {
+    simba: heap.bytesPerCandidate
+  })
+  return { e10, e10000 }
 }
 
 const main = async () => {
+  if (only === "engine") {
+    await engineSection()
+    log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+    return printTable()
+  }
   installRoundTripCounter()
   const prefix = `bench-${randomHex(4)}`
   const monitor = await newRedis(`${prefix}-monitor`)
@@ -355,27 +389,7 @@ const main = async () => {
     // ---- handover ----
     const hSimba = await handoverSection()
 
-    // ---- engine ----
-    log("engine: events/s")
-    const e10 = EngineBench.eventsPerSecond(10, 30_000)
-    const e10000 = EngineBench.eventsPerSecond(10_000, 30_000)
-    row("engine", "Engine.step events/s, 10 elections in the state", "1/s", { simba: e10.eventsPerSecond })
-    row("engine", "Engine.step events/s, 10,000 elections in the state", "1/s", { simba: e10000.eventsPerSecond })
-    row("engine", "Engine.step events/s, 10,000 elections / 10 (target >= 0.5)", "ratio", {
-      simba: e10000.eventsPerSecond / e10.eventsPerSecond
-    })
-    log("engine: heap kept per withLock (40,000 calls)")
-    row("engine", "heap kept per withLock by a long-lived client (memory backend, growth over 30,000 calls)", "bytes", {
-      simba: await EngineBench.heapPerWithLock()
-    })
-    log("engine: heap per idle election")
-    const heap = await EngineBench.heapPerElection(1000)
-    row("engine", `heap per idle election, leader (memory backend, ${heap.elections} elections)`, "bytes", {
-      simba: heap.bytesPerLeader
-    })
-    row("engine", `heap per idle election, waiting candidate (memory backend, ${heap.elections} elections)`, "bytes", {
-      simba: heap.bytesPerCandidate
-    })
+    const engineEvents = await engineSection()
 
     const backgroundAfter = await background()
     log(`background traffic from other clients: ${backgroundAfter} commands/s`)
@@ -436,7 +450,7 @@ const main = async () => {
         `${uSimba.commandsPerPair.toFixed(1)} commands per pair, ${uSimba.commandsPerKeepAlive.toFixed(1)} per keepAlive.`
     )
     console.log(
-      `  Engine: ${e10.events.toLocaleString("en-US")} and ${e10000.events.toLocaleString("en-US")} events replayed; ` +
+      `  Engine: ${engineEvents.e10.events.toLocaleString("en-US")} and ${engineEvents.e10000.events.toLocaleString("en-US")} events replayed; ` +
         `load average now ${loadavg().map((x) => x.toFixed(2)).join(" ")}; total ${((Date.now() - started) / 1000).toFixed(0)} s.`
     )
     console.log(`Wrote ${out}`)
