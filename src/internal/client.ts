@@ -1,7 +1,7 @@
 /**
  * The shell (SPEC section 5.2): one fiber per client that takes events from a queue, runs the pure
  * `Engine.step` with `now` from Effect's `Clock`, and performs the effects it returns (backend calls
- * in their own fibers, timed out by one sweeper; timers as sleeping fibers; the terms' deadline
+ * in their own fibers, timed out by one sweeper; timers by one sleeping fiber; the terms' deadline
  * cells; work fibers; events to a `PubSub`; completions to `Deferred`s). Only the loop fiber touches
  * the engine state.
  *
@@ -36,6 +36,7 @@ import * as Partitions from "./partitions.js"
 import * as SessionDeadline from "./sessionDeadline.js"
 import { type Call, type LoopInput, offerNow, type Shell } from "./shell.js"
 import * as Snapshot from "./snapshot.js"
+import * as Timers from "./timers.js"
 
 /**
  * Builds one client on the `LeaseBackend` in context, with its shell (for tests that look inside).
@@ -64,7 +65,7 @@ export const makeWithShell = (
       hooks: new Map(),
       groupHooks: new Map(),
       completions: new Map(),
-      timers: new Map(),
+      timers: Timers.make(scope, (key, id) => offerNow(shell, { _tag: "Timer", key, id })),
       terms: new Map(),
       deadline: SessionDeadline.make(),
       calls: CallSweeper.make<Call, Engine.Response>({

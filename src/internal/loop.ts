@@ -29,9 +29,9 @@ const perform = (shell: Shell, effect: Engine.Effect, now: number, loop: LoopFib
     case "Call":
       return BackendCalls.perform(shell, effect, now)
     case "Arm":
-      return Timers.arm(shell, effect.key, effect.id, effect.at, now, loop.id)
+      return Timers.arm(shell.timers, effect.key, effect.id, effect.at, loop.id)
     case "Disarm":
-      Timers.cancel(shell, effect.key, loop.id)
+      Timers.cancel(shell.timers, effect.key)
       return undefined
     case "Deadline":
       SessionDeadline.set(shell.deadline, effect.sessionSeq, effect.deadline)

@@ -21,6 +21,7 @@ import type * as Term from "../Term.js"
 import type * as CallSweeper from "./callSweeper.js"
 import * as Mailbox from "./mailbox.js"
 import type * as SessionDeadline from "./sessionDeadline.js"
+import type * as Timers from "./timers.js"
 
 /**
  * What the loop takes: an engine event, or a task the loop runs between two steps (so it sees every
@@ -67,7 +68,7 @@ export interface Shell {
   readonly backend: LeaseBackendService
   /** The lowest level of the lifecycle logs (`logs.ts`), from the config's `logLevel`. */
   readonly logLevel: LogLevel.LogLevel
-  /** The client's fibers (loop, timers, calls, sweeper); closed after the session was closed. */
+  /** The client's fibers (loop, timer, calls, sweeper); closed after the session was closed. */
   readonly scope: Scope.Scope
   /** The engine's input (and the loop's tasks), taken by the loop fiber. */
   readonly events: Mailbox.Mailbox<LoopInput>
@@ -82,8 +83,8 @@ export interface Shell {
   readonly groupHooks: Map<string, Hooks>
   /** Callers waiting for the engine's `Complete`, by completion id. */
   readonly completions: Map<number, (outcome: Engine.Outcome) => void>
-  /** The engine's timers by key, each a sleeping fiber. */
-  readonly timers: Map<string, Fiber.RuntimeFiber<void>>
+  /** The engine's armed timers, and the one fiber sleeping until the earliest. */
+  readonly timers: Timers.Timers
   /** The live terms by term id. */
   readonly terms: Map<number, LiveTerm>
   readonly deadline: SessionDeadline.SessionDeadline
@@ -104,7 +105,7 @@ export const sizes = (shell: Shell) => ({
   hooks: shell.hooks.size,
   groupHooks: shell.groupHooks.size,
   completions: shell.completions.size,
-  timers: shell.timers.size,
+  timers: shell.timers.armed.size,
   terms: shell.terms.size,
   callsInFlight: shell.calls.inFlight.size
 })

@@ -1,27 +1,166 @@
-/** The engine's timers: each a sleeping fiber that queues `Timer { key, id }` when it wakes. */
+/**
+ * The engine's timers: one sleeping fiber per client, not one per timer (a fiber per waiting
+ * candidate cost ~6 KB of heap each). The armed timers sit in a min-heap on (`at`, key); the fiber
+ * sleeps (`Effect.sleep`, so `TestClock` drives it) until the earliest, queues `Timer { key, id }`
+ * for every due one in that order, and sleeps again until the next.
+ *
+ * `Disarm` and re-`Arm` of a key only replace its entry in `armed`: the heap drops a replaced entry
+ * when it reaches the top (lazy deletion), or all of them at once when they outnumber the live ones.
+ * Only an `Arm` earlier than the fiber's wake-up replaces the fiber (interrupting the old one).
+ */
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
+import type * as Scope from "effect/Scope"
 import { interruptSignalNow } from "./interrupt.js"
-import { offer, type Shell } from "./shell.js"
 
-/** Cancels the timer armed under `key`, if any (the `Disarm` effect), as the loop fiber `by`. */
-export const cancel = (shell: Shell, key: string, by: FiberId.FiberId): void => {
-  const fiber = shell.timers.get(key)
-  shell.timers.delete(key)
-  if (fiber !== undefined) interruptSignalNow(fiber, by)
+/** One `Arm`: live while `armed` maps its key to this very entry. */
+export interface Armed {
+  readonly key: string
+  readonly id: number
+  /** Monotonic millis, as the engine's `now`. */
+  readonly at: number
 }
 
-/** Delivers `Timer { key, id }` at `at`, replacing the timer armed under `key` (the `Arm` effect). */
-export const arm = (shell: Shell, key: string, id: number, at: number, now: number, by: FiberId.FiberId): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    cancel(shell, key, by)
+/** The fiber that sleeps until `until`, then delivers what is due. */
+export interface Sleeper {
+  until: number
+  /** Set once forked (the loop forks it before it handles anything else). */
+  fiber: Fiber.RuntimeFiber<void> | undefined
+}
+
+export interface Timers {
+  /** Where the sleeping fiber lives (the client's fibers' scope). */
+  readonly scope: Scope.Scope
+  /** Queues `Timer { key, id }` for the loop. */
+  readonly deliver: (key: string, id: number) => void
+  /** The live entry of each armed key. */
+  readonly armed: Map<string, Armed>
+  /** A binary min-heap on (`at`, key) of live entries and replaced ones not dropped yet. */
+  readonly heap: Array<Armed>
+  /** The one sleeping fiber, if anything is armed. */
+  sleeper: Sleeper | undefined
+}
+
+export const make = (scope: Scope.Scope, deliver: (key: string, id: number) => void): Timers => ({
+  scope,
+  deliver,
+  armed: new Map(),
+  heap: [],
+  sleeper: undefined
+})
+
+const before = (a: Armed, b: Armed): boolean => a.at < b.at || (a.at === b.at && a.key < b.key)
+
+const siftUp = (heap: Array<Armed>, from: number): void => {
+  const item = heap[from]!
+  let i = from
+  while (i > 0) {
+    const parent = (i - 1) >> 1
+    if (!before(item, heap[parent]!)) break
+    heap[i] = heap[parent]!
+    i = parent
+  }
+  heap[i] = item
+}
+
+const siftDown = (heap: Array<Armed>, from: number): void => {
+  const item = heap[from]!
+  let i = from
+  for (;;) {
+    const left = 2 * i + 1
+    if (left >= heap.length) break
+    const right = left + 1
+    const child = right < heap.length && before(heap[right]!, heap[left]!) ? right : left
+    if (!before(heap[child]!, item)) break
+    heap[i] = heap[child]!
+    i = child
+  }
+  heap[i] = item
+}
+
+const popTop = (heap: Array<Armed>): void => {
+  const last = heap.pop()
+  if (last === undefined || heap.length === 0) return
+  heap[0] = last
+  siftDown(heap, 0)
+}
+
+const isLive = (timers: Timers, entry: Armed): boolean => timers.armed.get(entry.key) === entry
+
+/** The earliest live entry, dropping the replaced ones above it. */
+const earliest = (timers: Timers): Armed | undefined => {
+  const heap = timers.heap
+  while (heap.length > 0 && !isLive(timers, heap[0]!)) popTop(heap)
+  return heap[0]
+}
+
+/** Rebuilds the heap from the live entries once replaced ones outnumber them (bounds its size). */
+const compact = (timers: Timers): void => {
+  const heap = timers.heap
+  if (heap.length < 64 || heap.length <= 2 * timers.armed.size) return
+  heap.length = 0
+  for (const entry of timers.armed.values()) heap.push(entry)
+  for (let i = (heap.length >> 1) - 1; i >= 0; i--) siftDown(heap, i)
+}
+
+/** Queues `Timer` for every live entry due by `upTo`, earliest first; they are no longer armed. */
+const deliverDue = (timers: Timers, upTo: number): void => {
+  for (let next = earliest(timers); next !== undefined && next.at <= upTo; next = earliest(timers)) {
+    popTop(timers.heap)
+    timers.armed.delete(next.key)
+    timers.deliver(next.key, next.id)
+  }
+}
+
+/**
+ * Sleeps until `sleeper.until`, delivers what is due, and goes on with the next entry, while it is
+ * still the client's sleeper. Due means by the instant it slept for, or by the clock if that is later:
+ * what it slept for is delivered even if the clock reads a little earlier on waking, as a timer fiber
+ * of its own would have been.
+ */
+const sleep = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeNanos, (nanos) =>
     // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
-    return Effect.sleep(Duration.millis(Math.max(0, Math.ceil(at - now)))).pipe(
-      Effect.zipRight(offer(shell, { _tag: "Timer", key, id })),
-      Effect.forkIn(shell.scope),
-      Effect.map((fiber) => {
-        shell.timers.set(key, fiber)
+    Effect.zipRight(
+      Effect.sleep(Duration.millis(Math.max(0, Math.ceil(sleeper.until - Number(nanos) / 1_000_000)))),
+      Effect.flatMap(Clock.currentTimeNanos, (woke) => {
+        if (timers.sleeper !== sleeper) return Effect.void
+        deliverDue(timers, Math.max(sleeper.until, Number(woke) / 1_000_000))
+        const next = earliest(timers)
+        if (next === undefined) {
+          timers.sleeper = undefined
+          return Effect.void
+        }
+        sleeper.until = next.at
+        return sleep(timers, sleeper)
       })
-    )
+    ))
+
+/** Cancels the timer armed under `key`, if any (the `Disarm` effect). */
+export const cancel = (timers: Timers, key: string): void => {
+  timers.armed.delete(key)
+  compact(timers)
+}
+
+/**
+ * Delivers `Timer { key, id }` at `at`, replacing the timer armed under `key` (the `Arm` effect), as
+ * the loop fiber `by`. An Effect only when the sleeping fiber must be replaced by an earlier one.
+ */
+export const arm = (timers: Timers, key: string, id: number, at: number, by: FiberId.FiberId): Effect.Effect<void> | undefined => {
+  const entry: Armed = { key, id, at }
+  timers.armed.set(key, entry)
+  timers.heap.push(entry)
+  siftUp(timers.heap, timers.heap.length - 1)
+  compact(timers)
+  const current = timers.sleeper
+  if (current !== undefined && current.until <= at) return undefined
+  if (current?.fiber !== undefined) interruptSignalNow(current.fiber, by)
+  const sleeper: Sleeper = { until: at, fiber: undefined }
+  timers.sleeper = sleeper
+  return Effect.map(Effect.forkIn(sleep(timers, sleeper), timers.scope), (fiber) => {
+    sleeper.fiber = fiber
   })
+}

@@ -1,0 +1,144 @@
+/**
+ * The engine's timers run on one sleeping fiber per client (`src/internal/timers.ts`). Before, each
+ * `Arm` forked a fiber of its own: a client with N waiting candidates kept N sleeping fibers (~6 KB
+ * of heap each). Checked here under TestClock: every armed timer fires once, at its instant, in
+ * (instant, key) order; a disarmed or replaced one never fires; and the fibers do not grow with the
+ * timers, nor with a client's waiting candidates.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Clock, Effect, Supervisor, TestClock } from "effect"
+import { LeaseBackend, MemoryBackend } from "simba"
+import * as Client from "../../src/internal/client.js"
+import * as Shell from "../../src/internal/shell.js"
+import * as Timers from "../../src/internal/timers.js"
+import { advance, config, settle } from "./helpers.js"
+
+interface Fired {
+  readonly key: string
+  readonly id: number
+  readonly at: number
+}
+
+/** Timers whose deliveries are recorded with the virtual time, their fibers tracked by `supervisor`. */
+const recordingTimers = Effect.gen(function*() {
+  const fired: Array<Fired> = []
+  const scope = yield* Effect.scope
+  const supervisor = yield* Supervisor.track
+  const by = yield* Effect.fiberId
+  // The TestClock: deliveries are stamped with its virtual time.
+  const clock = yield* Effect.clock
+  const timers = Timers.make(scope, (key, id) => {
+    fired.push({ key, id, at: clock.unsafeCurrentTimeMillis() })
+  })
+  const arm = (key: string, id: number, at: number) =>
+    Effect.supervised(Timers.arm(timers, key, id, at, by) ?? Effect.void, supervisor)
+  const liveFibers = Effect.map(supervisor.value, (fibers) => fibers.length)
+  // TestClock forks a fiber (a warning after 5 s of a test sleeping without moving the clock) on the
+  // first sleep before any adjustment: moving it now keeps that fiber out of the counts.
+  yield* TestClock.adjust(0)
+  return { fired, timers, arm, liveFibers }
+})
+
+describe("timers", () => {
+  it.scoped("many timers armed, disarmed and re-armed fire once each, in deadline order, on one fiber", () =>
+    Effect.gen(function*() {
+      const { arm, fired, liveFibers, timers } = yield* recordingTimers
+      const stamp = yield* Clock.currentTimeMillis
+      const expected = new Map<string, Fired>()
+      let id = 1
+      // 300 keys, deadlines 1..100 ms with many ties, armed out of order.
+      for (let i = 0; i < 300; i++) {
+        const key = `k${(i * 37) % 300}`
+        const at = stamp + 1 + ((i * 53) % 100)
+        const entry = { key, id: id++, at }
+        yield* arm(key, entry.id, at)
+        expected.set(key, entry)
+      }
+      // Every third disarmed: never fires.
+      for (let i = 0; i < 300; i += 3) {
+        Timers.cancel(timers, `k${i}`)
+        expected.delete(`k${i}`)
+      }
+      // Every fifth (not disarmed) re-armed, alternately earlier and later: only the new one fires.
+      for (let i = 1; i < 300; i += 5) {
+        if (i % 3 === 0) continue
+        const key = `k${i}`
+        const at = expected.get(key)!.at + (i % 2 === 0 ? -1 : 7)
+        const entry = { key, id: id++, at: Math.max(stamp, at) }
+        yield* arm(key, entry.id, entry.at)
+        expected.set(key, entry)
+      }
+      // An early timer armed last replaces the sleeping fiber.
+      yield* arm("early", id, stamp)
+      expected.set("early", { key: "early", id, at: stamp })
+      yield* settle
+      expect(yield* liveFibers).toBeLessThanOrEqual(1)
+
+      // Stepping through the deadlines, at most one timer fiber is alive at any time.
+      for (let t = 0; t <= 120; t += 1) {
+        yield* TestClock.adjust("1 millis")
+        yield* settle
+        expect(yield* liveFibers).toBeLessThanOrEqual(1)
+      }
+
+      const order = (a: Fired, b: Fired) => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)
+      // Each fires once, with its last id, at its instant (TestClock wakes a sleep at its deadline).
+      expect(fired).toEqual([...expected.values()].sort(order))
+      expect(timers.armed.size).toBe(0)
+      expect(yield* liveFibers).toBe(0)
+    }))
+
+  it.scoped("a timer armed later than the sleeping fiber's wake-up forks nothing", () =>
+    Effect.gen(function*() {
+      const { arm, fired, liveFibers } = yield* recordingTimers
+      const stamp = yield* Clock.currentTimeMillis
+      yield* arm("first", 1, stamp + 10)
+      for (let i = 0; i < 100; i++) {
+        // `Timers.arm` returns an Effect only when it must replace the fiber.
+        yield* arm(`later-${i}`, 2 + i, stamp + 20 + i)
+      }
+      yield* settle
+      expect(yield* liveFibers).toBe(1)
+      yield* TestClock.adjust("200 millis")
+      yield* settle
+      expect(fired.map((f) => f.key)).toEqual(["first", ...Array.from({ length: 100 }, (_, i) => `later-${i}`)])
+      expect(yield* liveFibers).toBe(0)
+    }))
+
+  it.scoped("a client's fibers do not grow with its waiting candidates", () =>
+    Effect.gen(function*() {
+      const backend = yield* MemoryBackend.make
+      const make = (supervisor?: Supervisor.Supervisor<unknown>) => {
+        const client = Client.makeWithShell(config).pipe(Effect.provideService(LeaseBackend.LeaseBackend, backend), Effect.orDie)
+        return supervisor === undefined ? client : Effect.supervised(client, supervisor)
+      }
+      const leader = yield* make()
+      const supervisor = yield* Supervisor.track
+      const candidate = yield* make(supervisor)
+      yield* advance("200 millis")
+
+      /** Both clients start `count` more elections on the same names; returns the candidate's live fibers. */
+      let started = 0
+      const waiting = (count: number) =>
+        Effect.gen(function*() {
+          for (let i = started; i < started + count; i++) {
+            yield* leader.client.election(`fibers-${i}`)
+          }
+          yield* advance("200 millis")
+          for (let i = started; i < started + count; i++) {
+            yield* candidate.client.election(`fibers-${i}`)
+          }
+          started += count
+          yield* advance("500 millis")
+          const snapshot = yield* candidate.client.snapshot
+          expect(snapshot.elections.filter((e) => e.status === "CANDIDATE")).toHaveLength(started)
+          // Each waiting candidate has a retry timer armed: the fibers below would include them.
+          expect(Shell.sizes(candidate.shell).timers).toBeGreaterThanOrEqual(started)
+          return (yield* supervisor.value).length
+        })
+
+      const withFew = yield* waiting(5)
+      const withMany = yield* waiting(195)
+      expect(withMany).toBe(withFew)
+    }), 60_000)
+})
