@@ -76,33 +76,39 @@ export const make = (options: {
   readonly sessionId: string
   readonly deadline: Effect.Effect<number>
   readonly revoked: Deferred.Deferred<RevokeReason>
-}): Term => {
-  const remainingMillis = Effect.gen(function*() {
+}): Term => ({
+  // Each member is built when run: a leader holds its term for long, and most members are never used.
+  name: options.name,
+  token: options.token,
+  sessionId: options.sessionId,
+  isValid: Effect.suspend(() => Effect.map(remainingMillis(options), (ms) => ms > 0)),
+  remaining: Effect.suspend(() => Effect.map(remainingMillis(options), (ms) => Duration.millis(ms))),
+  ensureValid: (minRemaining = Duration.zero) =>
+    Effect.flatMap(remainingMillis(options), (ms) => {
+      const required = Duration.decode(minRemaining)
+      return ms > 0 && ms > Duration.toMillis(required)
+        ? Effect.void
+        : Effect.fail(
+          new TermExpiredError({ lease: options.name, token: options.token, remaining: Duration.millis(ms), required })
+        )
+    }),
+  revoked: Effect.suspend(() => Deferred.await(options.revoked)),
+  revokedReason: Effect.suspend(() =>
+    Effect.flatMap(
+      Deferred.poll(options.revoked),
+      Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome })
+    )
+  )
+})
+
+/** Millis to the local deadline; zero once revoked or past it. */
+const remainingMillis = (options: {
+  readonly deadline: Effect.Effect<number>
+  readonly revoked: Deferred.Deferred<RevokeReason>
+}): Effect.Effect<number> =>
+  Effect.gen(function*() {
     if (yield* Deferred.isDone(options.revoked)) return 0
     const deadline = yield* options.deadline
     const now = yield* monotonicMillis
     return Math.max(0, deadline - now)
   })
-  const remaining = Effect.map(remainingMillis, (ms) => Duration.millis(ms))
-  return {
-    name: options.name,
-    token: options.token,
-    sessionId: options.sessionId,
-    isValid: Effect.map(remainingMillis, (ms) => ms > 0),
-    remaining,
-    ensureValid: (minRemaining = Duration.zero) =>
-      Effect.flatMap(remainingMillis, (ms) => {
-        const required = Duration.decode(minRemaining)
-        return ms > 0 && ms > Duration.toMillis(required)
-          ? Effect.void
-          : Effect.fail(
-            new TermExpiredError({ lease: options.name, token: options.token, remaining: Duration.millis(ms), required })
-          )
-      }),
-    revoked: Deferred.await(options.revoked),
-    revokedReason: Effect.flatMap(
-      Deferred.poll(options.revoked),
-      Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome })
-    )
-  }
-}

@@ -2,11 +2,11 @@
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Emit from "effect/StreamEmit"
 import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Engine from "../Engine.js"
 import type { Election, ElectionError, ElectionOptions, ScheduleOptions, WorkFailureOptions } from "../Simba.js"
 import type * as Term from "../Term.js"
@@ -15,34 +15,75 @@ import * as Handles from "./handles.js"
 import type { Shell } from "./shell.js"
 import * as WorkFailure from "./workFailure.js"
 
+/**
+ * The current term of one election, as `term` reads it, and the subscribers of `terms` (made by the
+ * first one). A `SubscriptionRef` per election (its `PubSub`, semaphore and streams) cost ~8 KB of
+ * heap per idle election, for streams most elections never open.
+ */
+interface TermCell {
+  current: Option.Option<Term.Term>
+  subscribers: Set<Emit.EmitOpsPush<never, Option.Option<Term.Term>>> | undefined
+}
+
+/** Sets the current term and pushes it to every subscriber, at once (no subscriber sees it late). */
+const setTerm = (cell: TermCell, term: Option.Option<Term.Term>): void => {
+  cell.current = term
+  if (cell.subscribers !== undefined) for (const emit of cell.subscribers) emit.single(term)
+}
+
+/**
+ * The current term and every later change, as `SubscriptionRef.changes`: the current value is read
+ * and the subscriber registered in one go, so nothing set in between is missed or seen twice.
+ */
+const changes = (cell: TermCell): Stream.Stream<Option.Option<Term.Term>> =>
+  Stream.asyncPush<Option.Option<Term.Term>>((emit) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        emit.single(cell.current)
+        const subscribers = cell.subscribers ?? new Set()
+        cell.subscribers = subscribers
+        subscribers.add(emit)
+        return subscribers
+      }),
+      (subscribers) => Effect.sync(() => subscribers.delete(emit))
+    )
+  )
+
+/** The terms won, from the current one (if any): what `terms` and `awaitLeader` read. */
+const termsOf = (cell: TermCell): Stream.Stream<Term.Term> =>
+  changes(cell).pipe(Stream.filterMap((term) => term), Stream.changes)
+
 export const election = (
   shell: Shell,
   name: string,
   options?: ElectionOptions
 ): Effect.Effect<Election, ElectionError, Scope.Scope> =>
   Effect.gen(function*() {
-    const current = yield* SubscriptionRef.make(Option.none<Term.Term>())
+    const cell: TermCell = { current: Option.none(), subscribers: undefined }
     const work = options?.work
-    const backoff = WorkFailure.backoff(options)
+    // Only an election with work can fail it: no backoff (a `Map`) for the others.
+    const backoff = work === undefined ? undefined : WorkFailure.backoff(options)
     const { handle, stop } = yield* Handles.start(shell, name, "election", work !== undefined, {
       onElected: (term) =>
-        Effect.as(
-          SubscriptionRef.set(current, Option.some(term)),
-          Option.map(Option.fromNullable(work?.(term)), (run) => WorkFailure.withRestart(name, options, run))
-        ),
-      onRevoked: () => SubscriptionRef.set(current, Option.none()),
-      onWorkFailed: (_partition, ranFor) => backoff.failed(-1, ranFor)
+        Effect.sync(() => {
+          setTerm(cell, Option.some(term))
+          return Option.map(Option.fromNullable(work?.(term)), (run) => WorkFailure.withRestart(name, options, run))
+        }),
+      onRevoked: () => Effect.sync(() => setTerm(cell, Option.none())),
+      onWorkFailed: (_partition, ranFor) => backoff?.failed(-1, ranFor)
     })
-    const terms = current.changes.pipe(Stream.filterMap((term) => term), Stream.changes)
+    // Every member is built when used: an idle election keeps this record and its closures only.
     return {
       name,
       status: Effect.sync(() => {
         const e = shell.state.elections.get(handle)
         return e === undefined ? "STOPPED" : Engine.publicStatus(e)
       }),
-      term: SubscriptionRef.get(current),
-      terms,
-      awaitLeader: terms.pipe(Stream.runHead, Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))),
+      term: Effect.sync(() => cell.current),
+      terms: Stream.suspend(() => termsOf(cell)),
+      awaitLeader: Effect.suspend(() =>
+        termsOf(cell).pipe(Stream.runHead, Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed })))
+      ),
       stepDown: (cooldown) =>
         Effect.asVoid(
           request(shell, (completion) => ({

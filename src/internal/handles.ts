@@ -44,9 +44,12 @@ export const start = (
     const tried = tryOnce ? yield* register(shell) : undefined
     const handle = shell.nextId++
     shell.hooks.set(handle, hooks)
-    const stop = request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
-      Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
-      Effect.asVoid
+    // Built when run: a long-lived handle keeps one small Effect, not the whole chain.
+    const stop = Effect.suspend(() =>
+      request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
+        Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
+        Effect.asVoid
+      )
     )
     // As `acquireRelease` (the start cannot be interrupted halfway, and `stop` is registered with
     // it), but a plain scope finalizer: `stop` needs none of the caller's fiber refs, and restoring
