@@ -180,4 +180,35 @@ describe("election", () => {
       expect(yield* t1.revoked).toBe("STEPPED_DOWN")
       expect((yield* Ref.get(seen)).map((t) => t.token)).toEqual([t1.token, t2.token])
     }))
+
+  it.scoped("terms: a late subscriber sees the current term first, then the later ones; term and awaitLeader agree", () =>
+    Effect.gen(function*() {
+      const { clients } = yield* makeClients(1)
+      const election = yield* clients[0]!.client.election("late-terms")
+      expect(yield* election.term).toEqual(Option.none())
+      yield* advance("200 millis")
+      const t1 = Option.getOrThrow(yield* election.term)
+      // Subscribed while leading: the current term comes first, and `awaitLeader` returns it at once.
+      expect(yield* election.awaitLeader).toBe(t1)
+      const early = yield* Ref.make<ReadonlyArray<Term.Term>>([])
+      const late = yield* Ref.make<ReadonlyArray<Term.Term>>([])
+      const collect = (into: Ref.Ref<ReadonlyArray<Term.Term>>) =>
+        election.terms.pipe(Stream.runForEach((t) => Ref.update(into, (all) => [...all, t])), Effect.forkScoped)
+      yield* collect(early)
+      yield* settle
+      expect(yield* Ref.get(early)).toEqual([t1])
+      yield* election.stepDown("100 millis")
+      // Between two terms: a new subscriber sees nothing until the next term.
+      expect(yield* election.term).toEqual(Option.none())
+      yield* collect(late)
+      yield* settle
+      expect(yield* Ref.get(late)).toEqual([])
+      yield* advance("500 millis")
+      const t2 = Option.getOrThrow(yield* election.term)
+      expect(t2.token).toBeGreaterThan(t1.token)
+      expect(yield* Ref.get(early)).toEqual([t1, t2])
+      expect(yield* Ref.get(late)).toEqual([t2])
+      yield* election.stop
+      expect(yield* election.term).toEqual(Option.none())
+    }))
 })
