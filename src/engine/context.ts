@@ -58,12 +58,24 @@ export const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map
  * election: then the copy stays out). Every change to an election goes through it.
  */
 export const edit = (s: Step, e: ElectionState): Writable<ElectionState> => {
+  touch(s, e.name)
   const mine = s.edited.get(e.handle)
   if (mine !== undefined) return mine
   const copy = { ...e } as Writable<ElectionState>
   s.edited.set(e.handle, copy)
   s.elections = s.elections.set(e.handle, copy)
   return copy
+}
+
+/**
+ * `name`'s elections or token memory (may) change: a renewal reply saying "unchanged" reconciles the
+ * name again (see `LeaseView.unsettled`). Without a view there is nothing to record: the next reply
+ * lists every lease, and all are reconciled.
+ */
+export const touch = (s: Step, name: string): void => {
+  const view = s.session.leaseView
+  if (view === undefined || view.unsettled.has(name)) return
+  s.session.leaseView = { ...view, unsettled: view.unsettled.set(name, true) }
 }
 
 /** The newest version of `e` in this step (its copy if the step changed it, removed or not). */
@@ -101,12 +113,14 @@ export const find = <A>(items: Iterable<A>, predicate: (item: A) => boolean): A 
 
 /** Adds a new election (its own copy from the start). */
 export const addElection = (s: Step, e: Writable<ElectionState>): void => {
+  touch(s, e.name)
   s.edited.set(e.handle, e)
   s.elections = s.elections.set(e.handle, e)
   s.electionsByName = s.electionsByName.set(e.name, [...(s.electionsByName.get(e.name) ?? []), e.handle])
 }
 
 export const deleteElection = (s: Step, e: ElectionState): void => {
+  touch(s, e.name)
   s.elections = s.elections.delete(e.handle)
   const rest = (s.electionsByName.get(e.name) ?? []).filter((handle) => handle !== e.handle)
   s.electionsByName = rest.length === 0 ? s.electionsByName.delete(e.name) : s.electionsByName.set(e.name, rest)

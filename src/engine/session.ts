@@ -9,6 +9,7 @@ import {
   call,
   disarm,
   edit,
+  electionsNamed,
   failed,
   latest,
   liveElections,
@@ -16,6 +17,7 @@ import {
   random,
   retryKey,
   type Step,
+  touch,
   type Writable
 } from "./context.js"
 import { loseTerm, remove, tryAcquire } from "./elections.js"
@@ -136,14 +138,21 @@ export const onKeepAlive = (
   if (response._tag !== "Live" || leases === undefined) {
     return renewalFailed(s, response._tag === "Failed" ? response.error : `unexpected reply ${response._tag}`)
   }
-  s.session.leaseView = response.version === undefined ? undefined : { version: response.version, leases }
+  const previous = s.session.leaseView
+  // "Unchanged since the version we know": the view stays, with the names it left unsettled.
+  const unchanged = response.leases === undefined && previous !== undefined && response.version === previous.version
+  s.session.leaseView = response.version === undefined
+    ? undefined
+    : unchanged
+    ? previous
+    : { version: response.version, leases, tokens: tokensOf(leases), unsettled: OrderedMap.empty() }
   extendDeadline(s, sentAt, response.remaining)
   const resumed = s.session.status === "SUSPENDED" && s.session.id !== undefined
   if (resumed) {
     s.session.status = "LIVE"
     publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id! }))
   }
-  reconcileLeases(s, requestId, leases)
+  reconcileLeases(s, requestId, leases, unchanged ? Array.from(previous.unsettled.keys()) : undefined)
   reconcileGroups(s, response.groups)
   if (resumed) {
     // Joins and acquisitions that came due while SUSPENDED were skipped (and not re-armed): resume them.
@@ -163,37 +172,95 @@ export const renewalFailed = (s: Step, error: string): void => {
   arm(s, "renew", s.now + backoff)
 }
 
+const tokensOf = (leases: ReadonlyArray<HeldLease>): ReadonlyMap<string, bigint> =>
+  new Map(leases.map((l) => [l.name, l.token]))
+
 /**
  * Rule 3: a term adopted before the renewal was sent but missing from its reply was taken over; a
  * lease the session holds that no election holds or is acquiring is released.
+ *
+ * A reply listing the leases reconciles every name. A reply saying the list is unchanged reconciles
+ * only `only`: the names the view left unsettled (see `settled`) or that were touched since (an
+ * election or the token memory of the name changed). Every other name is settled, and reconciling
+ * it again would do nothing: a client holding 10,000 leases does not walk them on every renewal.
  */
 export const reconcileLeases = (
   s: Step,
   requestId: number,
-  leases: ReadonlyArray<HeldLease>
+  leases: ReadonlyArray<HeldLease>,
+  only?: ReadonlyArray<string>
 ): void => {
-  const held = new Map(leases.map((l) => [l.name, l.token]))
+  const view = s.session.leaseView
+  const held = view?.tokens ?? tokensOf(leases)
+  // The names to settle afterwards; what this reconciliation touches is recorded anew from here.
+  const names = new Set(only)
+  if (view !== undefined) s.session.leaseView = { ...view, unsettled: OrderedMap.empty() }
   const sessionId = s.session.id
   // The elections of each name as they were before this reply, seen at their newest below.
   const before = { elections: s.elections, byName: s.electionsByName }
   const claimantsOf = (name: string): Array<ElectionState> =>
     (before.byName.get(name) ?? []).map((handle) => latest(s, before.elections.get(handle)!))
-  for (const e of liveElections(s)) {
+  const checkTerm = (e: ElectionState): void => {
     const term = e.term
-    if (term === undefined || term.sessionSeq !== s.session.seq || term.adoptedSeq > requestId) continue
+    if (term === undefined || term.sessionSeq !== s.session.seq) return
+    if (only === undefined) names.add(e.name)
+    if (term.adoptedSeq > requestId) return
     // A live session never loses a lease it holds unless the store lost it (reported as rule 7 does;
     // no quiet period: we were the holder, and our term ends right here).
     if (!held.has(e.name)) leaseForgotten(s, e.name, term.token)
     if (held.get(e.name) !== term.token) loseTerm(s, edit(s, e), "TAKEN_OVER")
   }
-  if (sessionId === undefined) return
-  for (const [name, token] of held) {
-    const claimants = claimantsOf(name)
-    const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
-    if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
+  if (only === undefined) {
+    for (const e of liveElections(s)) checkTerm(e)
+  } else {
+    for (const name of only) for (const e of electionsNamed(s, name)) checkTerm(e)
   }
-  // After the unasked leases were judged against what was seen before this reply (rule 7).
-  for (const [name, token] of held) observe(s, name, token, sessionId, requestId)
+  const listed: Array<readonly [string, bigint]> = []
+  if (only === undefined) {
+    for (const l of leases) {
+      listed.push([l.name, l.token])
+      names.add(l.name)
+    }
+  } else {
+    for (const name of only) {
+      const token = held.get(name)
+      if (token !== undefined) listed.push([name, token])
+    }
+  }
+  if (sessionId !== undefined) {
+    for (const [name, token] of listed) {
+      const claimants = claimantsOf(name)
+      const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
+      if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
+    }
+    // After the unasked leases were judged against what was seen before this reply (rule 7).
+    for (const [name, token] of listed) observe(s, name, token, sessionId, requestId)
+  }
+  for (const name of names) {
+    if (!settled(s, requestId, held, name)) touch(s, name)
+  }
+}
+
+/**
+ * Whether reconciling `name` again against the same list, in reply to a later renewal, would do
+ * nothing as long as neither its elections nor its token memory change: every term of the live
+ * session of the name is old enough to be judged (adopted before `requestId`) and listed with its
+ * token; and a listed lease is wanted by an election and already in the memory as this session's.
+ * (A lease nobody wants stays unsettled: it is given back at every renewal until the list drops it.)
+ */
+export const settled = (s: Step, requestId: number, held: ReadonlyMap<string, bigint>, name: string): boolean => {
+  const token = held.get(name)
+  let wanted = false
+  for (const e of electionsNamed(s, name)) {
+    const term = e.term
+    if (term !== undefined && term.sessionSeq === s.session.seq && (term.adoptedSeq > requestId || term.token !== token)) {
+      return false
+    }
+    if (e.attempt !== undefined || (token !== undefined && term?.token === token)) wanted = true
+  }
+  if (token === undefined) return true
+  const known = s.tokens.get(name)
+  return wanted && known !== undefined && known.token === token && known.holder === s.session.id
 }
 
 /** A renewal no longer lists a lease of a term of the live session: the store lost it (rule 7). */

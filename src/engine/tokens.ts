@@ -1,6 +1,6 @@
 // Rule 7's memory of each name's tokens, and the released-token records of rule 1.
 import { SimbaEvent } from "../SimbaEvent.js"
-import { electionsNamed, publish, type Step } from "./context.js"
+import { electionsNamed, publish, type Step, touch } from "./context.js"
 import type { Request, TokenMemory } from "./types.js"
 
 /**
@@ -35,17 +35,23 @@ export const observe = (s: Step, name: string, token: bigint, holder: string | u
   const entry = (quietUntil: number): TokenMemory => ({ token, holder, seq: s.nextId, quietUntil })
   if (known === undefined) {
     // Only names in use get a memory (a late message about a forgotten name does not bring it back).
-    if (hasElection(s, name)) s.tokens = s.tokens.set(name, entry(Number.NEGATIVE_INFINITY))
+    if (hasElection(s, name)) remember(s, name, entry(Number.NEGATIVE_INFINITY))
     return
   }
   if (token > known.token) {
-    s.tokens = s.tokens.set(name, entry(known.quietUntil))
+    remember(s, name, entry(known.quietUntil))
     return
   }
   if (requestId === undefined || known.seq > requestId) return
   if (token === known.token && (holder === undefined || holder === known.holder)) return
   publish(s, SimbaEvent.TokenRegressed({ name, seen: known.token, token }))
-  s.tokens = s.tokens.set(name, entry(s.now + quietPeriod(s)))
+  remember(s, name, entry(s.now + quietPeriod(s)))
+}
+
+/** Sets (or, `undefined`, forgets) `name`'s memory; renewal reconciliation reads it (see `touch`). */
+const remember = (s: Step, name: string, memory: TokenMemory | undefined): void => {
+  touch(s, name)
+  s.tokens = memory === undefined ? s.tokens.delete(name) : s.tokens.set(name, memory)
 }
 
 /** The time before which no term of `name` starts (after a regression), else `-Infinity`. */
@@ -64,7 +70,7 @@ export const retireName = (s: Step, name: string): void => {
   for (const oldest of s.idleNames.keys()) {
     if (s.idleNames.size <= idleNamesKept) break
     s.idleNames = s.idleNames.delete(oldest)
-    s.tokens = s.tokens.delete(oldest)
+    remember(s, oldest, undefined)
   }
 }
 

@@ -220,10 +220,22 @@ export interface HeldLease {
   readonly token: bigint
 }
 
-/** The lease list of the last renewal reply, and the version the backend gave it. */
+/**
+ * The lease list of the last renewal reply, the version the backend gave it, and what a reply saying
+ * "unchanged" must still reconcile: the names whose reconciliation against this list may do
+ * something (see `reconcileLeases`). Every other name is settled: reconciling it again would change
+ * nothing, so a renewal that changes nothing costs what changed since the last one, not the leases held.
+ */
 export interface LeaseView {
   readonly version: string
   readonly leases: ReadonlyArray<HeldLease>
+  /** Each listed name's token (the list as a map, built once per list). */
+  readonly tokens: ReadonlyMap<string, bigint>
+  /**
+   * Names not settled against this list: not settled at the last reconciliation, or touched since
+   * (an election of the name or its token memory changed: see `touch`).
+   */
+  readonly unsettled: OrderedMap<string, true>
 }
 
 export interface SessionState {
