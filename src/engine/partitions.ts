@@ -39,6 +39,7 @@ export const join = (s: Step, ev: Extract<Event, { _tag: "Join" }>): void => {
     listing: undefined,
     members: [],
     owned: [],
+    ownedBy: undefined,
     leaving: false,
     waiters: []
   }
@@ -108,22 +109,29 @@ export const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<s
   const me = s.session.id
   if (me === undefined || g.leaving) return
   const members = [...new Set(view.includes(me) ? view : [...view, me])].sort()
-  const owned = PartitionAssignment.owned(g.partitions, members, me)
   const membersChanged = !sameList(members, g.members)
+  // The assignment is a function of the members and of us: every renewal reply carries the view, and
+  // recomputing 10,000 partitions' owners for an unchanged one cost more than the renewal.
+  const owned = !membersChanged && g.ownedBy === me ? g.owned : PartitionAssignment.owned(g.partitions, members, me)
   const ownedChanged = !sameList(owned, g.owned)
   g.members = members
   g.owned = owned
+  g.ownedBy = me
   if (membersChanged) publish(s, SimbaEvent.GroupView({ group: g.group, members }))
   if (!membersChanged && !ownedChanged) return
   if (ownedChanged) publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: owned }))
   s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members, owned })
   const mine = new Set(owned)
+  // The handle of the group's election of each partition (the first in election order, as a search finds it).
+  const elected = new Map<number, number>()
   for (const e of Array.from(s.elections.values())) {
     if (e.group !== g.group || e.partition === undefined) continue
     if (!mine.has(e.partition)) beginStop(s, edit(s, e), "stop", "STOPPED")
+    if (!elected.has(e.partition)) elected.set(e.partition, e.handle)
   }
   for (const partition of owned) {
-    const existing = find(liveElections(s), (e) => e.group === g.group && e.partition === partition)
+    const handle = elected.get(partition)
+    const existing = handle === undefined ? undefined : s.elections.get(handle)
     if (existing !== undefined) {
       // Regained while handing it over: once the handover ends, compete again instead of stopping.
       if (existing.status === "HANDOVER") edit(s, existing).afterHandover = "cooldown"

@@ -211,6 +211,8 @@ export interface GroupState {
   readonly listing: number | undefined
   readonly members: ReadonlyArray<string>
   readonly owned: ReadonlyArray<number>
+  /** The session `owned` was computed for (the assignment depends on who we are). */
+  readonly ownedBy: string | undefined
   readonly leaving: boolean
   readonly waiters: ReadonlyArray<number>
 }
