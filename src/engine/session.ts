@@ -25,7 +25,7 @@ import { unaskedLease } from "./hints.js"
 import { OrderedMap } from "./orderedMap.js"
 import { joinGroup, reconcileGroups } from "./partitions.js"
 import { observe } from "./tokens.js"
-import type { ElectionState, HeldLease, Request, Response } from "./types.js"
+import type { ElectionState, HeldLease, LeaseView, Request, Response } from "./types.js"
 
 export const sessionUsable = (s: Step): boolean =>
   s.session.id !== undefined && (s.session.status === "LIVE" || s.session.status === "SUSPENDED") &&
@@ -138,21 +138,15 @@ export const onKeepAlive = (
   if (response._tag !== "Live" || leases === undefined) {
     return renewalFailed(s, response._tag === "Failed" ? response.error : `unexpected reply ${response._tag}`)
   }
-  const previous = s.session.leaseView
-  // "Unchanged since the version we know": the view stays, with the names it left unsettled.
-  const unchanged = response.leases === undefined && previous !== undefined && response.version === previous.version
-  s.session.leaseView = response.version === undefined
-    ? undefined
-    : unchanged
-    ? previous
-    : { version: response.version, leases, tokens: tokensOf(leases), unsettled: OrderedMap.empty() }
+  const { view, names } = nextView(s.session.leaseView, response.version, response.leases, leases)
+  s.session.leaseView = view
   extendDeadline(s, sentAt, response.remaining)
   const resumed = s.session.status === "SUSPENDED" && s.session.id !== undefined
   if (resumed) {
     s.session.status = "LIVE"
     publish(s, SimbaEvent.SessionLive({ sessionId: s.session.id! }))
   }
-  reconcileLeases(s, requestId, leases, unchanged ? Array.from(previous.unsettled.keys()) : undefined)
+  reconcileLeases(s, requestId, leases, names)
   reconcileGroups(s, response.groups)
   if (resumed) {
     // Joins and acquisitions that came due while SUSPENDED were skipped (and not re-armed): resume them.
@@ -176,13 +170,40 @@ const tokensOf = (leases: ReadonlyArray<HeldLease>): ReadonlyMap<string, bigint>
   new Map(leases.map((l) => [l.name, l.token]))
 
 /**
+ * The view a `Live` reply leaves, and the names its reconciliation must look at (`undefined`: all).
+ * "Unchanged since the version we know" keeps the view and its unsettled names. A new list keeps
+ * them too, with every name whose listing changed (added, dropped, another token): a name settled
+ * against the old list and listed the same in the new one is settled against it (see `settled`), so
+ * a renewal reply after one lock of 10,000 was released does not walk the other 9,999.
+ */
+export const nextView = (
+  previous: LeaseView | undefined,
+  version: string | undefined,
+  listed: ReadonlyArray<HeldLease> | undefined,
+  leases: ReadonlyArray<HeldLease>
+): { readonly view: LeaseView | undefined; readonly names: ReadonlyArray<string> | undefined } => {
+  if (version === undefined) return { view: undefined, names: undefined }
+  if (listed === undefined && previous !== undefined && version === previous.version) {
+    return { view: previous, names: Array.from(previous.unsettled.keys()) }
+  }
+  const tokens = tokensOf(leases)
+  const view: LeaseView = { version, leases, tokens, unsettled: OrderedMap.empty() }
+  if (previous === undefined) return { view, names: undefined }
+  const names = new Set(previous.unsettled.keys())
+  for (const [name, token] of tokens) if (previous.tokens.get(name) !== token) names.add(name)
+  for (const name of previous.tokens.keys()) if (!tokens.has(name)) names.add(name)
+  return { view, names: Array.from(names) }
+}
+
+/**
  * Rule 3: a term adopted before the renewal was sent but missing from its reply was taken over; a
  * lease the session holds that no election holds or is acquiring is released.
  *
- * A reply listing the leases reconciles every name. A reply saying the list is unchanged reconciles
- * only `only`: the names the view left unsettled (see `settled`) or that were touched since (an
- * election or the token memory of the name changed). Every other name is settled, and reconciling
- * it again would do nothing: a client holding 10,000 leases does not walk them on every renewal.
+ * Without `only` every name is reconciled (the first list of a session, or a backend that does not
+ * version its lists). With it, only those names: the ones the view left unsettled (see `settled`),
+ * touched since (an election or the token memory of the name changed), or listed differently (see
+ * `nextView`). Every other name is settled, and reconciling it again would do nothing: a client
+ * holding 10,000 leases does not walk them on every renewal.
  */
 export const reconcileLeases = (
   s: Step,
