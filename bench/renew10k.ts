@@ -15,7 +15,12 @@
  * (`DEADLINE_PASSED`) in every run, the window then measuring far fewer leases (584-1,799 held at its
  * end; `run.ts` says so). One cause found and fixed: closing the 10,000 locks (after the window) copied
  * the engine's map of released tokens on every step, 10,000 releases in flight making it quadratic,
- * and the busy loop handled the renewal after the local deadline. Keep checking it.
+ * and the busy loop handled the renewal after the local deadline. Keep checking it. Later (branch
+ * renew10k): an unchanged renewal reconciles only the names not settled (63 -> 2.2 ms CPU per renewal
+ * with 10,000 locks), a partition view is applied in linear time (10,000 partitions held in 10-25 s
+ * instead of 108 s and a lost session), and the loop yields to the event loop while closing them.
+ * `RENEW10K_LEASES=10` runs the same with 10 leases (the rows still say 10,000): the CPU per renewal
+ * left (about 2 ms on a loaded 2-core machine) is no higher with 10,000 leases than with 10.
  * Single node: keys under the run's prefix, deleted by `run.ts`. Cluster (127.0.0.1:7000-7002,
  * `BENCH_REDIS_CLUSTER` to point elsewhere): keys under the run's prefix, deleted here on every master.
  */
@@ -31,7 +36,8 @@ import * as Simba from "../src/Simba.js"
 import type { Context } from "./redis.js"
 import { now, percentile, redisUrl, roundTrips } from "./util.js"
 
-export const LEASES = 10_000
+/** `RENEW10K_LEASES` changes it (e.g. 10, to see what a renewal costs whatever the leases held). */
+export const LEASES = Number(process.env["RENEW10K_LEASES"] ?? 10_000)
 const WINDOW_MS = 20_000
 /**
  * `renewInterval` is also every backend call's timeout: at 500 ms the burst of 10,000 acquires timed
