@@ -14,7 +14,7 @@ import { LeaseBackend, MemoryBackend, Simba } from "simba"
 describe("closing many locks at once", () => {
   it.scopedLive("lets the event loop turn while the stops run", () =>
     Effect.gen(function*() {
-      const count = 2_000
+      const count = 1_000
       const backend = yield* MemoryBackend.make
       const client = yield* Simba.make({ leaseDuration: "30 seconds", logLevel: "Error" }).pipe(
         Effect.provideService(LeaseBackend.LeaseBackend, backend),
@@ -40,7 +40,7 @@ describe("closing many locks at once", () => {
       yield* Scope.close(holding, Exit.void)
       turns.counting = false
       expect((yield* client.snapshot).elections.length).toBe(0)
-      // The loop yields at least once per 128 events it takes in one chain; 2,000 stops take more.
+      // The loop yields at least once per 128 events it takes in one chain; 1,000 stops take more.
       expect(turns.turns).toBeGreaterThanOrEqual(count / 256)
     }), 60_000)
 })
