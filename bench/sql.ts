@@ -378,6 +378,9 @@ const rowsTouched = (db: Db, sql: SqlClientService, sessionId: string, version: 
   Effect.scoped(Effect.gen(function*() {
     const conn = yield* sql.reserve
     if (db === "postgres") {
+      // PostgreSQL 15 counts in pg_stat_xact_* what this connection did in earlier transactions and has
+      // not reported yet (the pool's connection ran the 1,000 acquires: ~2,400 rows); report them first.
+      yield* conn.executeRaw("SELECT pg_stat_force_next_flush()", [])
       yield* conn.executeRaw("BEGIN", [])
       yield* conn.executeRaw(`SELECT ${Migrations.routine(prefix, Migrations.postgresVersion, "keep_alive")}($1, 60000, $2)`, [sessionId, version])
       const rows = yield* conn.executeValues(
