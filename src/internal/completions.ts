@@ -4,8 +4,6 @@
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
 import type * as Engine from "../Engine.js"
 import { offerNow, type Shell } from "./shell.js"
 
@@ -22,19 +20,6 @@ export const request = (shell: Shell, make: (completion: number) => Engine.Event
       shell.completions.set(completion, (outcome) => resume(Effect.succeed(outcome)))
       offerNow(shell, make(completion))
     })
-  })
-
-/**
- * A completion the engine answers later (a try-lock's attempt): its id, to put in an event, and
- * the wait for it. The engine answers every completion it was given, so the entry never outlives it.
- */
-export const register = (shell: Shell): Effect.Effect<{ readonly id: number; readonly outcome: Effect.Effect<Engine.Outcome> }> =>
-  Effect.sync(() => {
-    const id = shell.nextId++
-    const deferred = Deferred.unsafeMake<Engine.Outcome>(FiberId.none)
-    if (shell.isShutDown) Deferred.unsafeDone(deferred, Exit.succeed(closed))
-    else shell.completions.set(id, (outcome) => Deferred.unsafeDone(deferred, Exit.succeed(outcome)))
-    return { id, outcome: Deferred.await(deferred) }
   })
 
 /** The `Complete` effect (the loop's, done at once). */

@@ -63,7 +63,7 @@ export const election = (
     const work = options?.work
     // Only an election with work can fail it: no backoff (a `Map`) for the others.
     const backoff = work === undefined ? undefined : WorkFailure.backoff(options)
-    const { handle, stop } = yield* Handles.start(shell, name, "election", work !== undefined, {
+    const { handle, stop } = yield* Handles.start(shell, name, work !== undefined, {
       onElected: (term) =>
         Effect.sync(() => {
           setTerm(cell, Option.some(term))

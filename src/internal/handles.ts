@@ -5,7 +5,7 @@ import type * as Engine from "../Engine.js"
 import { ElectionAlreadyStartedError, SimbaClosedError } from "../Errors.js"
 import * as LeaseName from "../LeaseName.js"
 import type { ElectionError } from "../Simba.js"
-import { register, request } from "./completions.js"
+import { request } from "./completions.js"
 import type { Hooks, Shell } from "./shell.js"
 
 /** Fails a start (or join) the engine refused. */
@@ -21,27 +21,18 @@ export const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<
   }
 }
 
-/** Registers hooks, starts the election and stops it (awaiting the handover) when the scope closes. */
+/**
+ * Registers hooks, starts the election and stops it (awaiting the handover) when the scope closes.
+ * (Locks make their own request: `locks.ts`.)
+ */
 export const start = (
   shell: Shell,
   name: string,
-  kind: "election" | "lock",
   hasWork: boolean,
-  hooks: Hooks,
-  tryOnce = false
-): Effect.Effect<
-  {
-    readonly handle: number
-    readonly stop: Effect.Effect<void>
-    /** For a try-lock: its one attempt's outcome (`Ok` once held, `NotAcquired`, `Closed`). */
-    readonly tried: Effect.Effect<Engine.Outcome>
-  },
-  ElectionError,
-  Scope.Scope
-> =>
+  hooks: Hooks
+): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
   Effect.gen(function*() {
     yield* LeaseName.validate(name)
-    const tried = tryOnce ? yield* register(shell) : undefined
     const handle = shell.nextId++
     shell.hooks.set(handle, hooks)
     // Built when run: a long-lived handle keeps one small Effect, not the whole chain.
@@ -55,11 +46,11 @@ export const start = (
     // it), but a plain scope finalizer: `stop` needs none of the caller's fiber refs, and restoring
     // them (two diffs and two patches of every fiber ref) cost more than the stop itself.
     yield* Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) =>
-      request(shell, (completion) => ({ _tag: "Start", handle, name, kind, hasWork, completion, tryCompletion: tried?.id }))
+      request(shell, (completion) => ({ _tag: "Start", handle, name, kind: "election", hasWork, completion }))
         .pipe(
         Effect.flatMap((outcome) => failStart(name, outcome)),
         Effect.tapError(() => Effect.sync(() => shell.hooks.delete(handle))),
         Effect.zipRight(Scope.addFinalizer(scope, stop))
       )))
-    return { handle, stop, tried: tried?.outcome ?? Effect.succeed<Engine.Outcome>({ _tag: "Ok" }) }
+    return { handle, stop }
   })
