@@ -53,6 +53,30 @@ export const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map
   return copy
 }
 
+/** A copy of `e` with the shape `newElection` gives (a spread would make its own object shape). */
+const copyElection = (e: ElectionState): Writable<ElectionState> => {
+  // Typed as the state itself, so a field added to `ElectionState` and forgotten here does not compile.
+  const copy: ElectionState = {
+    handle: e.handle,
+    name: e.name,
+    kind: e.kind,
+    group: e.group,
+    partition: e.partition,
+    hasWork: e.hasWork,
+    status: e.status,
+    attempt: e.attempt,
+    hinted: e.hinted,
+    seenToken: e.seenToken,
+    queuedAs: e.queuedAs,
+    term: e.term,
+    cooldownUntil: e.cooldownUntil,
+    afterHandover: e.afterHandover,
+    waiters: e.waiters,
+    tryCompletion: e.tryCompletion
+  }
+  return copy as Writable<ElectionState>
+}
+
 /**
  * The step's own copy of `e`, made on first use and put in `s.elections` (unless the step removed the
  * election: then the copy stays out). Every change to an election goes through it.
@@ -61,7 +85,7 @@ export const edit = (s: Step, e: ElectionState): Writable<ElectionState> => {
   touch(s, e.name)
   const mine = s.edited.get(e.handle)
   if (mine !== undefined) return mine
-  const copy = { ...e } as Writable<ElectionState>
+  const copy = copyElection(e)
   s.edited.set(e.handle, copy)
   s.elections = s.elections.set(e.handle, copy)
   return copy

@@ -34,10 +34,17 @@ import type { ElectionState, Event, Outcome, Request } from "./types.js"
 
 export const newElection = (
   s: Step,
-  fields: Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork">
+  fields: Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork" | "tryCompletion">
 ): Writable<ElectionState> => {
+  // Every field written here, in one order (no spread, none added later): one object shape for all
+  // elections, which keeps the engine's property reads monomorphic.
   const created: ElectionState = {
-    ...fields,
+    handle: fields.handle,
+    name: fields.name,
+    kind: fields.kind,
+    group: fields.group,
+    partition: fields.partition,
+    hasWork: fields.hasWork,
     status: "CANDIDATE",
     attempt: undefined,
     hinted: false,
@@ -46,7 +53,8 @@ export const newElection = (
     term: undefined,
     cooldownUntil: 0,
     afterHandover: "stop",
-    waiters: []
+    waiters: [],
+    tryCompletion: fields.tryCompletion
   }
   const e = created as Writable<ElectionState>
   addElection(s, e)
@@ -75,9 +83,9 @@ export const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
     kind: ev.kind,
     group: undefined,
     partition: undefined,
-    hasWork: ev.hasWork
+    hasWork: ev.hasWork,
+    tryCompletion: ev.tryCompletion
   })
-  e.tryCompletion = ev.tryCompletion
   complete(s, ev.completion, ok)
   if (same.length > 0) {
     // Locks of one name in one client queue FIFO (handles are allocated in call order).

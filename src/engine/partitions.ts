@@ -144,7 +144,8 @@ export const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<s
       kind: "partition",
       group: g.group,
       partition,
-      hasWork: true
+      hasWork: true,
+      tryCompletion: undefined
     })
     publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "CANDIDATE" }))
     tryAcquire(s, e)

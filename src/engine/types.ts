@@ -199,7 +199,7 @@ export interface ElectionState {
   /** Completions waiting for this election's stop/stepDown to finish. */
   readonly waiters: ReadonlyArray<number>
   /** A try-lock's completion, until its one attempt is decided. */
-  readonly tryCompletion?: number | undefined
+  readonly tryCompletion: number | undefined
 }
 
 export interface GroupState {
