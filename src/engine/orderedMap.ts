@@ -1,16 +1,27 @@
 /**
- * An immutable map that iterates in insertion order, as `Map` does, and whose `set` / `delete` return
- * a new map sharing structure with the old one (O(log n) each): a HAMT (effect's `HashMap`) finds a
- * key's slot, a red-black tree (effect's `SortedMap`) keeps the slots' order. Setting a present key
- * keeps its place; deleting and setting it again moves it last (as with `Map`).
+ * An immutable map that iterates in insertion order, as `Map` does: `set` / `delete` return a new
+ * map and never change the one they are called on. Setting a present key keeps its place; deleting
+ * and setting it again moves it last (as with `Map`).
  *
  * The engine keeps its per-name and per-handle tables in these, so a step costs what it touches, not
  * what the state holds, and a state a caller still holds never changes under it.
+ *
+ * How (a "rerooting" persistent map, Baker's trick): all versions made from one `empty()` share one
+ * native `Map`, owned by one version at a time (the root); every other version holds the one change
+ * that turns the version it points to into itself. `set` / `delete` on the root change the shared
+ * `Map` in place and leave the old version as a one-change record pointing to the new one: O(1), no
+ * copying. Reading an older version first walks its changes back into the shared `Map` (reversing
+ * the records on the way, so the previous root is then the one pointing back). The engine and the
+ * shell read only the newest state, so they never pay that walk; a test that steps one state twice
+ * pays it once per switch. An old version keeps alive the records from it to the root (one per change
+ * made since), as long as someone holds it.
+ *
+ * Each entry carries its insertion rank: a walk that puts a deleted key back appends it, and the
+ * `Map` is then re-sorted by rank, so an older version iterates in its own order.
+ *
+ * Iterators (`keys`, `values`, `entries`) copy the version's entries when called: a loop over a
+ * version can go on while the loop makes newer ones.
  */
-import * as HashMap from "effect/HashMap"
-import * as Option from "effect/Option"
-import * as Order from "effect/Order"
-import * as SortedMap from "effect/SortedMap"
 
 interface Slot<V> {
   /** Insertion rank: the key's place in iteration order. */
@@ -18,68 +29,131 @@ interface Slot<V> {
   readonly value: V
 }
 
+function* each<A>(items: ReadonlyArray<A>): Generator<A, undefined> {
+  for (const item of items) yield item
+  return undefined
+}
+
 export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
-  // Private (`#`) so that structural equality (vitest's `toEqual`) compares the entries, not the trees.
-  readonly #slots: HashMap.HashMap<K, Slot<V>>
-  readonly #ranks: SortedMap.SortedMap<number, K>
+  // Private (`#`) so that structural equality (vitest's `toEqual`) compares the entries (through the
+  // iterator), not the shared `Map` or the change records.
+  /** The shared entries, when this version is the root. */
+  #store: Map<K, Slot<V>> | undefined
+  /** Else: this version is the version `#next` with `#key` set to `#slot` (absent when undefined). */
+  #key: K | undefined
+  #slot: Slot<V> | undefined
+  #next: OrderedMap<K, V> | undefined
+  readonly #size: number
   readonly #nextRank: number
 
-  private constructor(slots: HashMap.HashMap<K, Slot<V>>, ranks: SortedMap.SortedMap<number, K>, nextRank: number) {
-    this.#slots = slots
-    this.#ranks = ranks
+  private constructor(store: Map<K, Slot<V>>, size: number, nextRank: number) {
+    this.#store = store
+    this.#key = undefined
+    this.#slot = undefined
+    this.#next = undefined
+    this.#size = size
     this.#nextRank = nextRank
   }
 
   static empty<K, V>(): OrderedMap<K, V> {
-    return new OrderedMap<K, V>(HashMap.empty(), SortedMap.empty(Order.number), 0)
+    return new OrderedMap<K, V>(new Map(), 0, 0)
+  }
+
+  /** The shared entries, this version made the root first if it is not. */
+  #own(): Map<K, Slot<V>> {
+    if (this.#store !== undefined) return this.#store
+    const chain: Array<OrderedMap<K, V>> = []
+    let root: OrderedMap<K, V> = this
+    while (root.#store === undefined) {
+      chain.push(root)
+      root = root.#next!
+    }
+    const store = root.#store
+    let appended = false
+    // From the version next to the root back to this one: each takes the `Map` over, and the version
+    // it took it from keeps the change that gives back its own entries.
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const version = chain[i]!
+      const previous = version.#next!
+      const key = version.#key as K
+      const current = store.get(key)
+      const wanted = version.#slot
+      if (wanted === undefined) store.delete(key)
+      else {
+        if (current === undefined) appended = true
+        store.set(key, wanted)
+      }
+      previous.#store = undefined
+      previous.#key = key
+      previous.#slot = current
+      previous.#next = version
+      version.#store = store
+      version.#key = undefined
+      version.#slot = undefined
+      version.#next = undefined
+    }
+    if (appended) sortByRank(store)
+    return store
+  }
+
+  /** Makes this version (the root) a record of how to get it back from `next`, which now owns `store`. */
+  #handOver(store: Map<K, Slot<V>>, key: K, slot: Slot<V> | undefined, size: number, nextRank: number): OrderedMap<K, V> {
+    const next = new OrderedMap<K, V>(store, size, nextRank)
+    this.#store = undefined
+    this.#key = key
+    this.#slot = slot
+    this.#next = next
+    return next
   }
 
   get size(): number {
-    return HashMap.size(this.#slots)
+    return this.#size
   }
 
   get(key: K): V | undefined {
-    const slot = HashMap.get(this.#slots, key)
-    return Option.isSome(slot) ? slot.value.value : undefined
+    return this.#own().get(key)?.value
   }
 
   has(key: K): boolean {
-    return HashMap.has(this.#slots, key)
+    return this.#own().has(key)
   }
 
   set(key: K, value: V): OrderedMap<K, V> {
-    const slot = HashMap.get(this.#slots, key)
-    if (Option.isSome(slot)) {
-      if (slot.value.value === value) return this
-      return new OrderedMap(HashMap.set(this.#slots, key, { rank: slot.value.rank, value }), this.#ranks, this.#nextRank)
+    const store = this.#own()
+    const current = store.get(key)
+    if (current !== undefined) {
+      if (current.value === value) return this
+      store.set(key, { rank: current.rank, value })
+      return this.#handOver(store, key, current, this.#size, this.#nextRank)
     }
-    const rank = this.#nextRank
-    return new OrderedMap(
-      HashMap.set(this.#slots, key, { rank, value }),
-      SortedMap.set(this.#ranks, rank, key),
-      rank + 1
-    )
+    store.set(key, { rank: this.#nextRank, value })
+    return this.#handOver(store, key, undefined, this.#size + 1, this.#nextRank + 1)
   }
 
   delete(key: K): OrderedMap<K, V> {
-    const slot = HashMap.get(this.#slots, key)
-    if (Option.isNone(slot)) return this
-    return new OrderedMap(HashMap.remove(this.#slots, key), SortedMap.remove(this.#ranks, slot.value.rank), this.#nextRank)
+    const store = this.#own()
+    const current = store.get(key)
+    if (current === undefined) return this
+    store.delete(key)
+    return this.#handOver(store, key, current, this.#size - 1, this.#nextRank)
   }
 
-  *keys(): Generator<K, undefined> {
-    for (const key of SortedMap.values(this.#ranks)) yield key
+  /** The first key in iteration order (the oldest), without copying the entries. */
+  first(): K | undefined {
+    for (const key of this.#own().keys()) return key
     return undefined
   }
 
-  *values(): Generator<V, undefined> {
-    for (const key of SortedMap.values(this.#ranks)) yield (HashMap.unsafeGet(this.#slots, key)).value
-    return undefined
+  keys(): Generator<K, undefined> {
+    return each(Array.from(this.#own().keys()))
   }
 
-  *entries(): Generator<[K, V], undefined> {
-    for (const key of SortedMap.values(this.#ranks)) yield [key, HashMap.unsafeGet(this.#slots, key).value]
-    return undefined
+  values(): Generator<V, undefined> {
+    return each(Array.from(this.#own().values(), (slot) => slot.value))
+  }
+
+  entries(): Generator<[K, V], undefined> {
+    return each(Array.from(this.#own(), ([key, slot]): [K, V] => [key, slot.value]))
   }
 
   [Symbol.iterator](): Generator<[K, V], undefined> {
@@ -89,4 +163,21 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
   forEach(callback: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
     for (const [key, value] of this.entries()) callback.call(thisArg, value, key, this)
   }
+}
+
+/** Puts `store`'s entries back in rank order, if a key was appended out of it. */
+const sortByRank = <K, V>(store: Map<K, Slot<V>>): void => {
+  let last = Number.NEGATIVE_INFINITY
+  let sorted = true
+  for (const slot of store.values()) {
+    if (slot.rank < last) {
+      sorted = false
+      break
+    }
+    last = slot.rank
+  }
+  if (sorted) return
+  const entries = Array.from(store).sort((a, b) => a[1].rank - b[1].rank)
+  store.clear()
+  for (const [key, slot] of entries) store.set(key, slot)
 }

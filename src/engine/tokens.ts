@@ -67,8 +67,8 @@ export const aboveSeen = (s: Step, name: string, token: bigint): boolean => {
 export const retireName = (s: Step, name: string): void => {
   if (!s.tokens.has(name) || hasElection(s, name)) return
   s.idleNames = s.idleNames.delete(name).set(name, true)
-  for (const oldest of s.idleNames.keys()) {
-    if (s.idleNames.size <= idleNamesKept) break
+  while (s.idleNames.size > idleNamesKept) {
+    const oldest = s.idleNames.first()!
     s.idleNames = s.idleNames.delete(oldest)
     remember(s, oldest, undefined)
   }
