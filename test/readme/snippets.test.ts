@@ -34,6 +34,9 @@ const env = {
   SIMBA_PG_TABLE_PREFIX: "readme_snippets_",
   SIMBA_MYSQL_TABLE_PREFIX: "readme_snippets_",
   SIMBA_ZK_ROOT: "/readme-snippets",
+  // The PostgreSQL snippet runs on the default URL, which names no user: the driver takes PGUSER,
+  // else USER, which a CI shell may not set. The server's superuser, as the SQL tests use.
+  PGUSER: "postgres",
   TSX_TSCONFIG_PATH: join(dir, "tsconfig.json")
 }
 
