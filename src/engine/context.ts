@@ -110,7 +110,8 @@ export const latest = (s: Step, e: ElectionState): ElectionState => s.edited.get
  * skipping those removed meanwhile (a loop never adds one).
  */
 export function* liveElections(s: Step): Generator<ElectionState, undefined> {
-  for (const handle of s.elections.keys()) {
+  // Lazily, not a copy: a `find` over 10,000 elections stops at its match.
+  for (const handle of s.elections.liveKeys()) {
     const e = s.elections.get(handle)
     if (e !== undefined) yield e
   }

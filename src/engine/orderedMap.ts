@@ -10,10 +10,11 @@
  * native `Map`, owned by one version at a time (the root); every other version holds the one change
  * that turns the version it points to into itself. `set` / `delete` on the root change the shared
  * `Map` in place and leave the old version as a one-change record pointing to the new one: O(1), no
- * copying. Reading an older version first walks its changes back into the shared `Map` (reversing
- * the records on the way, so the previous root is then the one pointing back). The engine and the
- * shell read only the newest state, so they never pay that walk; a test that steps one state twice
- * pays it once per switch. An old version keeps alive the records from it to the root (one per change
+ * copying. An older version answers `get` / `has` through its records (the first record of the key on
+ * the way to the root, else the `Map`); changing or iterating it first walks its changes back into
+ * the shared `Map` (reversing the records on the way, so the previous root is then the one pointing
+ * back). The engine and the shell change only the newest state, so they never pay that walk; a test
+ * that steps one state twice pays it once per switch. An old version keeps alive the records from it to the root (one per change
  * made since), as long as someone holds it.
  *
  * Each entry carries its insertion rank: a walk that puts a deleted key back appends it, and the
@@ -110,12 +111,27 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
     return this.#size
   }
 
+  /**
+   * `key`'s slot in this version. An older version is read through its change records (the first one
+   * of `key` on the way to the root has it), without moving the `Map`: a step that reads an earlier
+   * version between changes to the newest (a reconciliation comparing "before" with "now") would
+   * otherwise walk the changes back and forth on every read.
+   */
+  #slotOf(key: K): Slot<V> | undefined {
+    let version: OrderedMap<K, V> = this
+    while (version.#store === undefined) {
+      if (sameKey(version.#key as K, key)) return version.#slot
+      version = version.#next!
+    }
+    return version.#store.get(key)
+  }
+
   get(key: K): V | undefined {
-    return this.#own().get(key)?.value
+    return this.#slotOf(key)?.value
   }
 
   has(key: K): boolean {
-    return this.#own().has(key)
+    return this.#slotOf(key) !== undefined
   }
 
   set(key: K, value: V): OrderedMap<K, V> {
@@ -144,6 +160,16 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
     return undefined
   }
 
+  /**
+   * The keys of this version's shared `Map`, read lazily as the `Map` changes: what iterating a
+   * `Map` gives while the loop changes it (a key deleted before it is reached is skipped, one set
+   * meanwhile comes last). Only for a loop that changes nothing but the newest version of this map
+   * (any other change or iteration may move the `Map` under it); `keys()` is a copy.
+   */
+  liveKeys(): IterableIterator<K> {
+    return this.#own().keys()
+  }
+
   keys(): Generator<K, undefined> {
     return each(Array.from(this.#own().keys()))
   }
@@ -164,6 +190,9 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
     for (const [key, value] of this.entries()) callback.call(thisArg, value, key, this)
   }
 }
+
+/** Key equality as `Map` has it (SameValueZero: `NaN` is itself). */
+const sameKey = <K>(a: K, b: K): boolean => a === b || (a !== a && b !== b)
 
 /** Puts `store`'s entries back in rank order, if a key was appended out of it. */
 const sortByRank = <K, V>(store: Map<K, Slot<V>>): void => {

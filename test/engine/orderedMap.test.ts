@@ -83,6 +83,24 @@ describe("OrderedMap", () => {
     expect(Array.from(map.keys())).toEqual([100, 101, 102, 103, 104])
   })
 
+  it("liveKeys reads the newest version as a Map iterator would while the loop changes it", () => {
+    let map = OrderedMap.empty<number, string>()
+    for (let i = 0; i < 5; i++) map = map.set(i, `v${i}`)
+    const native = new Map(map)
+    const seen: Array<number> = []
+    const nativeSeen: Array<number> = []
+    for (const key of map.liveKeys()) {
+      seen.push(key)
+      if (key === 1) map = map.delete(3).set(0, "changed")
+    }
+    for (const key of native.keys()) {
+      nativeSeen.push(key)
+      if (key === 1) native.delete(3) && native.set(0, "changed")
+    }
+    expect(seen).toEqual(nativeSeen)
+    expect(seen).toEqual([0, 1, 2, 4])
+  })
+
   it("every version stays as it was made, read and changed in any order (500 seeds)", () => {
     for (let seed = 1; seed <= 500; seed++) run(seed, 120, 12)
   })
