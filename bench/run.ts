@@ -183,6 +183,7 @@ const main = async () => {
         row("renew10k", `process CPU per renewal, idle elections included, median 1 s slice (${what})`, "ms", { simba: r.cpuPerRenewalMs })
         row("renew10k", `process CPU while holding, mean over the window, V8 heap reduction included (${what})`, "ms/s", { simba: r.cpuMsPerSecond })
         row("renew10k", `process CPU, largest 1 s slice of the window (${what})`, "ms", { simba: r.cpuLargestSliceMs })
+        row("renew10k", `process CPU per second before the client existed, median 1 s slice (idle baseline) (${what})`, "ms/s", { simba: r.idleBaselineMsPerSecond })
         row("renew10k", `Redis round trips per renewal (${what})`, "round trips", { simba: r.roundTripsPerRenewal })
         row("renew10k", `leases held at the end of the window (${what})`, "leases", { simba: r.heldAtEnd })
         row("renew10k", `seconds until all 10,000 were held (${what})`, "s", { simba: r.acquireSeconds })
