@@ -179,6 +179,11 @@ export interface FloorResult {
   readonly eval: ReadonlyArray<number>
   /** Release script that PUBLISHes → subscriber hears it → one EVAL: the least a push handover costs. */
   readonly pushHandover: ReadonlyArray<number>
+  /**
+   * The same, each after the idle a hand-over sample waits (10–40 ms, `waitBeforeRelease`): a process
+   * and a server that slept wake slower than in a tight loop. The hand-over rows compare with this.
+   */
+  readonly pushHandoverAfterIdle: ReadonlyArray<number>
 }
 
 const timeSequential = async (n: number, warmup: number, op: (i: number) => Promise<unknown>): Promise<Array<number>> => {
@@ -204,14 +209,22 @@ export const floor = async (ctx: Context): Promise<FloorResult> => {
     subscriber.on("message", () => onMessage?.())
     await subscriber.subscribe(channel)
     const publishScript = "redis.call('PUBLISH', KEYS[1], 'released') return 1"
-    const pushHandover = await timeSequential(300, 50, () =>
+    const handOver = () =>
       new Promise<void>((resolve, reject) => {
         onMessage = () => {
           waiter.eval("return 1", 0).then(() => resolve(), reject)
         }
         redis.eval(publishScript, 1, channel).catch(reject)
-      }))
-    return { ping, eval: evalSamples, pushHandover }
+      })
+    const pushHandover = await timeSequential(300, 50, handOver)
+    const pushHandoverAfterIdle: Array<number> = []
+    for (let i = 0; i < 50; i++) {
+      await sleep(waitBeforeRelease())
+      const t0 = now()
+      await handOver()
+      pushHandoverAfterIdle.push(now() - t0)
+    }
+    return { ping, eval: evalSamples, pushHandover, pushHandoverAfterIdle }
   } finally {
     await Promise.all([quit(redis), quit(waiter), quit(subscriber)])
   }
