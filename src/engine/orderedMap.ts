@@ -48,12 +48,25 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
   readonly #nextRank: number
 
   private constructor(store: Map<K, Slot<V>>, size: number, nextRank: number) {
+    this.#size = size
+    this.#nextRank = nextRank
+    this.#becomeRoot(store)
+  }
+
+  /** This version owns the shared `Map`. */
+  #becomeRoot(store: Map<K, Slot<V>>): void {
     this.#store = store
     this.#key = undefined
     this.#slot = undefined
     this.#next = undefined
-    this.#size = size
-    this.#nextRank = nextRank
+  }
+
+  /** This version is `next` with `key` set to `slot` (absent when undefined). */
+  #becomeRecord(key: K, slot: Slot<V> | undefined, next: OrderedMap<K, V>): void {
+    this.#store = undefined
+    this.#key = key
+    this.#slot = slot
+    this.#next = next
   }
 
   static empty<K, V>(): OrderedMap<K, V> {
@@ -84,14 +97,8 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
         if (current === undefined) appended = true
         store.set(key, wanted)
       }
-      previous.#store = undefined
-      previous.#key = key
-      previous.#slot = current
-      previous.#next = version
-      version.#store = store
-      version.#key = undefined
-      version.#slot = undefined
-      version.#next = undefined
+      previous.#becomeRecord(key, current, version)
+      version.#becomeRoot(store)
     }
     if (appended) sortByRank(store)
     return store
@@ -100,10 +107,7 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
   /** Makes this version (the root) a record of how to get it back from `next`, which now owns `store`. */
   #handOver(store: Map<K, Slot<V>>, key: K, slot: Slot<V> | undefined, size: number, nextRank: number): OrderedMap<K, V> {
     const next = new OrderedMap<K, V>(store, size, nextRank)
-    this.#store = undefined
-    this.#key = key
-    this.#slot = slot
-    this.#next = next
+    this.#becomeRecord(key, slot, next)
     return next
   }
 
