@@ -14,8 +14,8 @@
  * the way to the root, else the `Map`); changing or iterating it first walks its changes back into
  * the shared `Map` (reversing the records on the way, so the previous root is then the one pointing
  * back). The engine and the shell change only the newest state, so they never pay that walk; a test
- * that steps one state twice pays it once per switch. An old version keeps alive the records from it to the root (one per change
- * made since), as long as someone holds it.
+ * that steps one state twice pays it once per switch. An old version keeps alive the records from it
+ * to the root (one per change made since), as long as someone holds it.
  *
  * Each entry carries its insertion rank: a walk that puts a deleted key back appends it, and the
  * `Map` is then re-sorted by rank, so an older version iterates in its own order.
