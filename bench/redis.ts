@@ -47,7 +47,8 @@ import {
   serverDelta,
   serverStats,
   sleep,
-  sleepUntil
+  sleepUntil,
+  waitBeforeRelease
 } from "./util.js"
 
 export const LEASE_MS = 3000
@@ -765,9 +766,6 @@ export interface HandoverResult {
   /** The same, per handover (a waiter woken by a push sends 2 whatever the wait: its first try and the winning one). */
   readonly waiterRoundTripsPerHandover: number
 }
-
-/** How long the waiter has been waiting when the holder releases: 10–40 ms, random (no phase lock with polling). */
-const waitBeforeRelease = () => 10 + Math.random() * 30
 
 export const handoverSimba = async (ctx: Context): Promise<HandoverResult> => {
   const scope = await newScope()

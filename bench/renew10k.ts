@@ -110,6 +110,19 @@ const backendOptions = (ctx: Context, mode: Renew10kMode, connection: string): R
   connectionName: connection
 })
 
+/** The process CPU (user + system, ms) of each of `count` consecutive 1 s slices. */
+const cpuSlices = (count: number): Effect.Effect<Array<number>> =>
+  Effect.gen(function*() {
+    const slices: Array<number> = []
+    for (let i = 0; i < count; i++) {
+      const before = process.cpuUsage()
+      yield* Effect.sleep(Duration.seconds(1))
+      const used = process.cpuUsage(before)
+      slices.push((used.user + used.system) / 1000)
+    }
+    return slices
+  })
+
 /** Polls `held` every 200 ms until it reaches `LEASES`; fails after `limitMs`. */
 const awaitHeld = (held: Effect.Effect<number>, limitMs: number) =>
   Effect.gen(function*() {
@@ -129,13 +142,7 @@ export const renew10k = (ctx: Context, mode: Renew10kMode, shape: Renew10kShape)
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     // What this process spends idle, before the client exists (timers of earlier sections, the
     // runtime's own threads): median of three 1 s slices.
-    const idleSlices: Array<number> = []
-    for (let i = 0; i < 3; i++) {
-      const before = process.cpuUsage()
-      yield* Effect.sleep(Duration.seconds(1))
-      const used = process.cpuUsage(before)
-      idleSlices.push((used.user + used.system) / 1000)
-    }
+    const idleSlices = yield* cpuSlices(3)
     const raw = yield* RedisBackend.make(backendOptions(ctx, mode, connection))
     const backend = timedKeepAlive(raw, samples, () => recording)
     const client = yield* Simba.make(settings).pipe(Effect.provideService(LeaseBackend, backend))
@@ -161,14 +168,7 @@ export const renew10k = (ctx: Context, mode: Renew10kMode, shape: Renew10kShape)
     const from = now()
     recording = true
     // In 1 s slices: one renewal each (renewInterval 1 s); see `cpuPerRenewalMs`.
-    const slices: Array<number> = []
-    let sliceFrom = process.cpuUsage()
-    for (let i = 0; i < WINDOW_MS / 1000; i++) {
-      yield* Effect.sleep(Duration.seconds(1))
-      const used = process.cpuUsage(sliceFrom)
-      sliceFrom = process.cpuUsage()
-      slices.push((used.user + used.system) / 1000)
-    }
+    const slices = yield* cpuSlices(WINDOW_MS / 1000)
     recording = false
     const cpu = process.cpuUsage(cpuBefore)
     const windowMs = now() - from

@@ -49,7 +49,7 @@ import * as MysqlBackend from "../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../src/layers/sql/PgBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { SimbaClient } from "../src/Simba.js"
-import { median, now, percentile, randomHex, sleep } from "./util.js"
+import { median, now, percentile, randomHex, sleep, waitBeforeRelease } from "./util.js"
 
 const pgUrl = process.env["BENCH_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/test"
 const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root@127.0.0.1:3306/test"
@@ -159,6 +159,13 @@ interface DbResult {
 
 const skipped = Number.NaN
 
+/** The one-row-per-run table the durable floors update (bench only, under the bench's prefix). */
+const floorTable = (prefix: string) => `${prefix}commit_floor`
+const floorTableDdl = {
+  postgres: (table: string) => `CREATE TABLE IF NOT EXISTS ${table} (id varchar(32) PRIMARY KEY, n bigint NOT NULL)`,
+  mysql: (table: string) => `CREATE TABLE IF NOT EXISTS ${table} (id VARCHAR(32) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB`
+}
+
 /**
  * The hand-over's floor on PostgreSQL: after the same 10–40 ms idle as the hand-over, one durable
  * transaction (a one-row `UPDATE` and a `pg_notify`) on a reserved connection, until a `LISTEN`
@@ -168,11 +175,11 @@ const pgHandoverFloor = (prefix: string, run: string) =>
   Effect.scoped(Effect.gen(function*() {
     const pg = yield* PgClient.PgClient
     const channel = `${prefix}floor_${run}`
-    const table = `${prefix}commit_floor`
+    const table = floorTable(prefix)
     const heard = yield* Queue.unbounded<number>()
     yield* pg.listen(channel).pipe(Stream.runForEach(() => Effect.flatMap(Effect.sync(now), (at) => Queue.offer(heard, at))), Effect.forkScoped)
     const conn = yield* pg.reserve
-    yield* conn.executeRaw(`CREATE TABLE IF NOT EXISTS ${table} (id varchar(32) PRIMARY KEY, n bigint NOT NULL)`, [])
+    yield* conn.executeRaw(floorTableDdl.postgres(table), [])
     yield* conn.executeRaw(`INSERT INTO ${table} VALUES ($1, 0) ON CONFLICT DO NOTHING`, [channel])
     // LISTEN is asynchronous to this fiber: wait until a notification is heard.
     const send = conn.executeRaw(`WITH u AS (UPDATE ${table} SET n = n + 1 WHERE id = $1 RETURNING n) SELECT pg_notify($1, n::text) FROM u`, [channel])
@@ -180,7 +187,7 @@ const pgHandoverFloor = (prefix: string, run: string) =>
     yield* Effect.zipRight(Effect.sleep("50 millis"), Queue.takeAll(heard))
     const samples: Array<number> = []
     for (let i = 0; i < 35; i++) {
-      yield* Effect.promise(() => sleep(10 + Math.random() * 30))
+      yield* Effect.promise(() => sleep(waitBeforeRelease()))
       const sent = now()
       yield* send
       const at = yield* Queue.take(heard)
@@ -239,15 +246,15 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
         yield* timed(100, (i) => lock(1_000_000 + i))
         const peer = yield* timed(500, (i) => lock(i))
         // Two autocommitted one-row updates: what any acquire + release that survives a crash costs at least.
-        const table = `${prefix}commit_floor`
+        const table = floorTable(prefix)
         const id = `floor-${run}`
         const write = db === "postgres"
           ? Effect.zipRight(
-            conn.executeRaw(`CREATE TABLE IF NOT EXISTS ${table} (id varchar(32) PRIMARY KEY, n bigint NOT NULL)`, []),
+            conn.executeRaw(floorTableDdl.postgres(table), []),
             conn.executeRaw(`INSERT INTO ${table} VALUES ($1, 0)`, [id])
           )
           : Effect.zipRight(
-            conn.executeRaw(`CREATE TABLE IF NOT EXISTS ${table} (id VARCHAR(32) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB`, []),
+            conn.executeRaw(floorTableDdl.mysql(table), []),
             conn.executeRaw(`INSERT INTO ${table} VALUES (?, 0)`, [id])
           )
         yield* write
@@ -282,7 +289,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
         const acquired = yield* Deferred.make<number>()
         const before = yield* Ref.get(waiterCount)
         const fiber = yield* Effect.fork(waiter.withLock(name, Effect.flatMap(Effect.sync(now), (at) => Deferred.succeed(acquired, at))))
-        yield* Effect.promise(() => sleep(10 + Math.random() * 30))
+        yield* Effect.promise(() => sleep(waitBeforeRelease()))
         const released = now()
         yield* Scope.close(holding, Exit.void)
         const at = yield* Deferred.await(acquired)

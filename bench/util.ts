@@ -24,6 +24,14 @@ export const now = (): number => performance.now()
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
+/**
+ * How long a hand-over sample waits before the release (10–40 ms), in every backend's bench and its
+ * floor alike: a process and a server that idled wake slower than in a tight loop, so a hand-over and
+ * the floor it is compared with must idle the same. Random, so that it never locks in phase with a
+ * peer's polling.
+ */
+export const waitBeforeRelease = (): number => 10 + Math.random() * 30
+
 /** Waits until `now() >= at` (setTimeout granularity: up to ~1 ms late). */
 export const sleepUntil = (at: number): Promise<void> => sleep(Math.max(0, at - now()))
 

@@ -39,7 +39,7 @@ import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as ZookeeperBackend from "../src/layers/zookeeper/ZookeeperBackend.js"
 import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
-import { median, now, percentile, randomHex, sleep } from "./util.js"
+import { median, now, percentile, randomHex, sleep, waitBeforeRelease } from "./util.js"
 
 const servers = process.env["BENCH_ZK_CONNECT"] ?? "127.0.0.1:2181"
 const root = "/simba-bench"
@@ -219,7 +219,7 @@ const run = (log: (line: string) => void) =>
         yield* Scope.extend(holderClient.lock(name), holding)
         const acquired = yield* Deferred.make<number>()
         const fiber = yield* Effect.fork(waiterClient.withLock(name, Effect.flatMap(Effect.sync(now), (at) => Deferred.succeed(acquired, at))))
-        yield* Effect.promise(() => sleep(10 + Math.random() * 30))
+        yield* Effect.promise(() => sleep(waitBeforeRelease()))
         const before = total(waiterCalls)
         const released = now()
         yield* Scope.close(holding, Exit.void)
@@ -246,7 +246,7 @@ const run = (log: (line: string) => void) =>
         void waiterZk.w_exists(path, () => {
           void Promise.all([waiterZk.create(path, "", 1), waiterZk.exists(path, false)]).then(() => resolve(now()))
         })
-        void sleep(10 + Math.random() * 30).then(() => {
+        void sleep(waitBeforeRelease()).then(() => {
           released = now()
           void holderZk.delete_(path, -1)
         })
