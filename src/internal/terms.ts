@@ -9,13 +9,12 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import type * as Engine from "../Engine.js"
 import * as Term from "../Term.js"
 import { interruptSignalNow } from "./interrupt.js"
 import * as Metrics from "./metrics.js"
 import * as SessionDeadline from "./sessionDeadline.js"
-import { type Hooks, type LiveTerm, type LoopFiber, offer, type Shell } from "./shell.js"
+import { type Hooks, type LiveTerm, type LoopFiber, offer, offerNow, type Shell } from "./shell.js"
 
 export const onElected = (
   shell: Shell,
@@ -59,12 +58,12 @@ const runWork = (
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
     const startedAt = yield* Clock.currentTimeMillis
-    // Set when the work failed on its own: the engine then gives the term up for this cooldown.
-    const stepDown = yield* Ref.make<number | undefined>(undefined)
+    // The fiber's result: the cooldown for which the engine gives the term up when the work failed
+    // on its own, else `undefined`.
     const failed = (cause: Cause.Cause<unknown>) =>
       Effect.gen(function*() {
         // Failing because the term was revoked (e.g. `ensureValid`) is not the work's failure.
-        if (Cause.isInterruptedOnly(cause) || (yield* Deferred.isDone(live.revoked))) return
+        if (Cause.isInterruptedOnly(cause) || (yield* Deferred.isDone(live.revoked))) return undefined
         const ranFor = (yield* Clock.currentTimeMillis) - startedAt
         const cooldown = hook.onWorkFailed?.(effect.partition, ranFor)
         yield* Effect.logError(
@@ -73,17 +72,27 @@ const runWork = (
             : `leader work for ${effect.name} failed; giving the lease up, competing again in ${cooldown} ms`,
           cause
         )
-        yield* Ref.set(stepDown, cooldown)
+        return cooldown
       })
-    live.work = yield* work.pipe(
+    const fiber = yield* work.pipe(
+      Effect.as(undefined),
       Effect.catchAllCause(failed),
-      Effect.ensuring(Effect.flatMap(Ref.get(stepDown), (cooldown) =>
-        offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId, stepDown: cooldown }))),
       // Not in the client's scope: closing must not wait for work that ignores interruption
       // longer than the handover allows (the engine bounds it by the deadline). Every term is
       // revoked, and so its work interrupted, before the client closes.
       Effect.forkDaemon
     )
+    // An observer, not `ensuring`: a fiber interrupted before its first step (revoked in the same
+    // turn as elected) never runs its `ensuring`, and the engine would wait out the handover deadline.
+    fiber.addObserver((exit) =>
+      offerNow(shell, {
+        _tag: "WorkExited",
+        handle: effect.handle,
+        termId: effect.termId,
+        stepDown: Exit.isSuccess(exit) ? exit.value : undefined
+      })
+    )
+    live.work = fiber
   })
 
 export const onRevoked = (

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Fiber, Option, Ref, Schedule, Stream } from "effect"
-import { ElectionAlreadyStartedError, MemoryBackend, type Term } from "simba"
-import { advance, eventsOf, leading, makeClient, makeClients, settle } from "./helpers.js"
+import { Clock, Duration, Effect, Exit, Fiber, Option, Ref, Schedule, Stream } from "effect"
+import { ElectionAlreadyStartedError, LeaseBackend, MemoryBackend, Simba, type Term } from "simba"
+import type { AcquireReply, BackendError, LeaseBackendService } from "../../src/LeaseBackend.js"
+import { advance, config, eventsOf, leading, makeClient, makeClients, settle } from "./helpers.js"
 
 const leaderCount = (clients: ReadonlyArray<{ client: Parameters<typeof leading>[0] }>, name: string) =>
   Effect.map(Effect.forEach(clients, ({ client }) => leading(client, name)), (flags) => flags.filter(Boolean).length)
@@ -211,4 +212,43 @@ describe("election", () => {
       yield* election.stop
       expect(yield* election.term).toEqual(Option.none())
     }))
+
+  it.scoped("a term revoked in the turn it was won (its work never ran) ends at once: stop does not wait for the deadline", () =>
+    Effect.gen(function*() {
+      // The first acquire waits until the test lets it through, so the grant and a stop reach the loop
+      // together: it elects (forking the work), then stops and interrupts the work before its first
+      // step. A fiber interrupted then runs no `ensuring`; the engine must still hear that the work
+      // exited, or the stop waits for the handover deadline (forever here: the clock does not move).
+      const memory = yield* MemoryBackend.make
+      let letThrough: ((reply: Effect.Effect<AcquireReply, BackendError>) => void) | undefined
+      const backend: LeaseBackendService = {
+        ...memory,
+        acquire: (sessionId, name) =>
+          letThrough === undefined
+            ? Effect.async<AcquireReply, BackendError>((resume) => {
+              letThrough = resume
+            })
+            : memory.acquire(sessionId, name)
+      }
+      const client = yield* Simba.make(config).pipe(Effect.provideService(LeaseBackend.LeaseBackend, backend))
+      let workRan = false
+      const election = yield* client.election("x", {
+        work: () => Effect.zipRight(Effect.sync(() => (workRan = true)), Effect.never)
+      })
+      yield* settle
+      const sessionId = (yield* client.snapshot).session.id
+      expect(letThrough).toBeDefined()
+      expect(sessionId).toBeDefined()
+      // Scheduled in this order: the call's fiber (offers the grant, wakes the loop), then the stop.
+      letThrough!(memory.acquire(sessionId!, "x"))
+      const stopping = yield* Effect.fork(election.stop)
+      yield* settle
+      expect(yield* Fiber.poll(stopping)).toEqual(Option.some(Exit.void))
+      expect(workRan).toBe(false)
+      expect(yield* election.status).toBe("STOPPED")
+      // Released at once: the store has no holder.
+      const outsider = (yield* memory.openSession(Duration.seconds(10))).sessionId
+      expect((yield* memory.acquire(outsider, "x"))._tag).toBe("Granted")
+    }))
 })
+
