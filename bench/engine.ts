@@ -286,6 +286,9 @@ const collector = (): (() => void) => {
   }
 }
 
+/** No log line per election won or stopped (thousands of them), as in renew10k. */
+const quiet = { logLevel: "Error" } as const
+
 const heapUsed = (gc: () => void): number => {
   gc()
   return process.memoryUsage().heapUsed
@@ -312,8 +315,8 @@ export const heapPerElection = (n: number): Promise<HeapResult> => {
     Effect.scoped(
       Effect.gen(function*() {
         const backend = yield* MemoryBackend.make
-        const leaders = yield* Simba.make().pipe(Effect.provideService(LeaseBackend, backend))
-        const candidates = yield* Simba.make().pipe(Effect.provideService(LeaseBackend, backend))
+        const leaders = yield* Simba.make(quiet).pipe(Effect.provideService(LeaseBackend, backend))
+        const candidates = yield* Simba.make(quiet).pipe(Effect.provideService(LeaseBackend, backend))
         yield* waitFor(leaders, (s) => s.session.status === "LIVE")
         yield* waitFor(candidates, (s) => s.session.status === "LIVE")
         const names = Array.from({ length: n }, (_, i) => `heap-${i}`)
@@ -369,7 +372,7 @@ export const heapPerWithLock = (): Promise<number> => {
     Effect.scoped(
       Effect.gen(function*() {
         const backend = yield* MemoryBackend.make
-        const client = yield* Simba.make().pipe(Effect.provideService(LeaseBackend, backend))
+        const client = yield* Simba.make(quiet).pipe(Effect.provideService(LeaseBackend, backend))
         const run = (n: number) => Effect.repeatN(client.withLock("heap-lock", Effect.void), n - 1)
         yield* run(10_000)
         const before = heapUsed(gc)

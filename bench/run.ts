@@ -19,6 +19,10 @@
  *
  * Keys and connection names start with `bench-<random>`; the keys are deleted at the end.
  *
+ * `npm run bench` builds the package and runs this file with `--import ./bench/built.mjs`, so every
+ * figure is of `dist/`, the code users install (see `built.mjs`; `npx tsx bench/run.ts` measures
+ * `src/` through tsx instead, a little slower and ~1 KB heavier per election).
+ *
  * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
  * costs the contended section needs, + contended), `--only handover` (floor + handover) or `--only renew10k`
  * (that section alone) or `--only engine` (that section alone, no Redis needed): prints those rows and stops,

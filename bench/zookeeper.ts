@@ -1,7 +1,8 @@
 /**
  * The ZooKeeper sections of the benchmark, on the standalone server at `BENCH_ZK_CONNECT` (default
  * 127.0.0.1:2181, started by `scripts/services.sh`), run by `npm run bench` after the other sections,
- * or alone: `node --conditions=simba-source --import tsx bench/zookeeper.ts [--only renew,handover]`
+ * or alone: `node --import tsx --import ./bench/built.mjs bench/zookeeper.ts [--only renew,handover]` (after
+ * `npm run build`; without the second `--import` it runs `src/` through tsx, see `built.mjs`)
  * (sections: floor, uncontended, handover, renew, failover; a row compared with the floor shows no
  * floor without the floor section). Prints a table and writes `bench/results-zookeeper.json`:
  * `{ bench, metric, unit, simba, floor, target }`.
@@ -305,7 +306,7 @@ const run = (log: (line: string) => void) =>
       const failoverWaiter = yield* clientOn(yield* backendOf())
       for (let i = 0; i < 3; i++) {
         const name = `f-${tag}-${i}`
-        const child = spawn(process.execPath, ["--conditions=simba-source", "--import", "tsx", fileURLToPath(import.meta.url), "holder", name], {
+        const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "holder", name], {
           detached: true,
           stdio: ["ignore", "pipe", "inherit"]
         })
