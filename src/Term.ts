@@ -67,8 +67,97 @@ export const monotonicMillis: Effect.Effect<number> = Effect.map(
 )
 
 /**
+ * A term's end as the shell records it (its own terms carry no `Deferred`: with its fibers' hooks and
+ * own hidden class, one cost ~0.75 KB per leader): set once by `revoke`, which resumes the `revoked`
+ * waiters. Internal to the client.
+ */
+export interface Revocation {
+  reason: RevokeReason | undefined
+  waiters: Array<(reason: RevokeReason) => void> | undefined
+}
+
+/** A term not ended yet. */
+export const revocation = (): Revocation => ({ reason: undefined, waiters: undefined })
+
+/** Ends the term (the first reason wins) and resumes whoever waits on `revoked`. */
+export const revoke = (cell: Revocation, reason: RevokeReason): void => {
+  if (cell.reason !== undefined) return
+  cell.reason = reason
+  const waiters = cell.waiters
+  cell.waiters = undefined
+  if (waiters !== undefined) for (const resume of waiters) resume(reason)
+}
+
+const awaitRevocation = (cell: Revocation): Effect.Effect<RevokeReason> =>
+  Effect.async<RevokeReason>((resume) => {
+    if (cell.reason !== undefined) return resume(Effect.succeed(cell.reason))
+    const waiter = (reason: RevokeReason) => resume(Effect.succeed(reason))
+    ;(cell.waiters ??= []).push(waiter)
+    return Effect.sync(() => {
+      const waiters = cell.waiters
+      if (waiters !== undefined) waiters.splice(waiters.indexOf(waiter), 1)
+    })
+  })
+
+/** Where a term reads its local deadline: the shell's cell of its session, or an Effect (`make`). */
+type DeadlineSource = { readonly deadline: number } | Effect.Effect<number>
+
+/** How a term learns its end: the shell's `Revocation`, or a `Deferred` (`make`). */
+type RevocationSource = Revocation | Deferred.Deferred<RevokeReason>
+
+const isDeferred = (source: RevocationSource): source is Deferred.Deferred<RevokeReason> =>
+  Deferred.DeferredTypeId in source
+
+/** The reason, once ended. */
+const reasonOf = (source: RevocationSource): Effect.Effect<RevokeReason | undefined> =>
+  isDeferred(source)
+    ? Effect.flatMap(Deferred.poll(source), (done) => Option.isSome(done) ? done.value : Effect.succeed(undefined))
+    : Effect.sync(() => source.reason)
+
+/**
+ * Each member is built when read, from the prototype: a leader holds its term for long and most
+ * members are never used, so a term is its fields (an object literal of built Effects and their
+ * closures cost ~0.6 KB more per leader). Immutable; the `#` fields stay out of structural equality.
+ */
+class ClientTerm implements Term {
+  readonly #deadline: DeadlineSource
+  readonly #revoked: RevocationSource
+  constructor(
+    readonly name: string,
+    readonly token: bigint,
+    readonly sessionId: string,
+    deadline: DeadlineSource,
+    revoked: RevocationSource
+  ) {
+    this.#deadline = deadline
+    this.#revoked = revoked
+  }
+  get isValid(): Effect.Effect<boolean> {
+    return Effect.map(remainingMillis(this.#deadline, this.#revoked), (ms) => ms > 0)
+  }
+  get remaining(): Effect.Effect<Duration.Duration> {
+    return Effect.map(remainingMillis(this.#deadline, this.#revoked), (ms) => Duration.millis(ms))
+  }
+  // A field, not a method: callers pass it around unbound (`Effect.flatMap(term.ensureValid)`).
+  readonly ensureValid = (minRemaining: Duration.DurationInput = Duration.zero): Effect.Effect<void, TermExpiredError> =>
+    Effect.flatMap(remainingMillis(this.#deadline, this.#revoked), (ms) => {
+      const required = Duration.decode(minRemaining)
+      return ms > 0 && ms > Duration.toMillis(required)
+        ? Effect.void
+        : Effect.fail(new TermExpiredError({ lease: this.name, token: this.token, remaining: Duration.millis(ms), required }))
+    })
+  get revoked(): Effect.Effect<RevokeReason> {
+    const source = this.#revoked
+    return isDeferred(source) ? Deferred.await(source) : awaitRevocation(source)
+  }
+  get revokedReason(): Effect.Effect<Option.Option<RevokeReason>> {
+    return Effect.map(reasonOf(this.#revoked), Option.fromNullable)
+  }
+}
+
+/**
  * Builds a term. `deadline` reads the session's current local deadline (monotonic millis); `revoked`
- * is completed by the shell exactly once.
+ * is completed exactly once, when the term ends.
  */
 export const make = (options: {
   readonly name: string
@@ -76,39 +165,25 @@ export const make = (options: {
   readonly sessionId: string
   readonly deadline: Effect.Effect<number>
   readonly revoked: Deferred.Deferred<RevokeReason>
-}): Term => ({
-  // Each member is built when run: a leader holds its term for long, and most members are never used.
-  name: options.name,
-  token: options.token,
-  sessionId: options.sessionId,
-  isValid: Effect.suspend(() => Effect.map(remainingMillis(options), (ms) => ms > 0)),
-  remaining: Effect.suspend(() => Effect.map(remainingMillis(options), (ms) => Duration.millis(ms))),
-  ensureValid: (minRemaining = Duration.zero) =>
-    Effect.flatMap(remainingMillis(options), (ms) => {
-      const required = Duration.decode(minRemaining)
-      return ms > 0 && ms > Duration.toMillis(required)
-        ? Effect.void
-        : Effect.fail(
-          new TermExpiredError({ lease: options.name, token: options.token, remaining: Duration.millis(ms), required })
-        )
-    }),
-  revoked: Effect.suspend(() => Deferred.await(options.revoked)),
-  revokedReason: Effect.suspend(() =>
-    Effect.flatMap(
-      Deferred.poll(options.revoked),
-      Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome })
-    )
-  )
-})
+}): Term => new ClientTerm(options.name, options.token, options.sessionId, options.deadline, options.revoked)
+
+/**
+ * A term as the shell builds it: the deadline read from its session's cell, the end from a
+ * `Revocation` (see `revoke`). Internal to the client.
+ */
+export const makeLive = (
+  name: string,
+  token: bigint,
+  sessionId: string,
+  deadline: { readonly deadline: number },
+  revoked: Revocation
+): Term => new ClientTerm(name, token, sessionId, deadline, revoked)
 
 /** Millis to the local deadline; zero once revoked or past it. */
-const remainingMillis = (options: {
-  readonly deadline: Effect.Effect<number>
-  readonly revoked: Deferred.Deferred<RevokeReason>
-}): Effect.Effect<number> =>
+const remainingMillis = (deadline: DeadlineSource, revoked: RevocationSource): Effect.Effect<number> =>
   Effect.gen(function*() {
-    if (yield* Deferred.isDone(options.revoked)) return 0
-    const deadline = yield* options.deadline
+    if ((yield* reasonOf(revoked)) !== undefined) return 0
+    const at = Effect.isEffect(deadline) ? yield* deadline : deadline.deadline
     const now = yield* monotonicMillis
-    return Math.max(0, deadline - now)
+    return Math.max(0, at - now)
   })

@@ -9,6 +9,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
 import type { Election, ElectionError, ElectionOptions, ScheduleOptions, WorkFailureOptions } from "../Simba.js"
+import type { ElectionStatus } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
 import { request } from "./completions.js"
 import * as Handles from "./handles.js"
@@ -72,30 +73,50 @@ export const election = (
       onRevoked: () => Effect.sync(() => setTerm(cell, Option.none())),
       onWorkFailed: (_partition, ranFor) => backoff?.failed(-1, ranFor)
     })
-    // Every member is built when used: an idle election keeps this record and its closures only.
-    return {
-      name,
-      status: Effect.sync(() => {
-        const e = shell.state.elections.get(handle)
-        return e === undefined ? "STOPPED" : Engine.publicStatus(e)
-      }),
-      term: Effect.sync(() => cell.current),
-      terms: Stream.suspend(() => termsOf(cell)),
-      awaitLeader: Effect.suspend(() =>
-        termsOf(cell).pipe(Stream.runHead, Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed })))
-      ),
-      stepDown: (cooldown) =>
-        Effect.asVoid(
-          request(shell, (completion) => ({
-            _tag: "StepDown",
-            handle,
-            cooldown: Duration.toMillis(Duration.decode(cooldown)),
-            completion
-          }))
-        ),
-      stop
-    }
+    return new ElectionHandle(name, shell, handle, cell, stop)
   })
+
+/**
+ * What `election` returns. Every member but `stepDown` and `stop` is built when read, from the
+ * prototype: an idle election keeps its five fields, not a record of built Effects and their closures.
+ */
+class ElectionHandle implements Election {
+  readonly #shell: Shell
+  readonly #handle: number
+  readonly #cell: TermCell
+  constructor(readonly name: string, shell: Shell, handle: number, cell: TermCell, readonly stop: Effect.Effect<void>) {
+    this.#shell = shell
+    this.#handle = handle
+    this.#cell = cell
+  }
+  get status(): Effect.Effect<ElectionStatus | "STOPPED"> {
+    return Effect.sync(() => {
+      const e = this.#shell.state.elections.get(this.#handle)
+      return e === undefined ? "STOPPED" : Engine.publicStatus(e)
+    })
+  }
+  get term(): Effect.Effect<Option.Option<Term.Term>> {
+    return Effect.sync(() => this.#cell.current)
+  }
+  get terms(): Stream.Stream<Term.Term> {
+    return Stream.suspend(() => termsOf(this.#cell))
+  }
+  get awaitLeader(): Effect.Effect<Term.Term> {
+    return Effect.suspend(() =>
+      termsOf(this.#cell).pipe(Stream.runHead, Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed })))
+    )
+  }
+  // A field, not a method: callers pass it around unbound.
+  readonly stepDown = (cooldown: Duration.DurationInput): Effect.Effect<void> =>
+    Effect.asVoid(
+      request(this.#shell, (completion) => ({
+        _tag: "StepDown",
+        handle: this.#handle,
+        cooldown: Duration.toMillis(Duration.decode(cooldown)),
+        completion
+      }))
+    )
+}
 
 export const runWhileLeader = <E, R>(
   shell: Shell,

@@ -58,7 +58,7 @@ export interface Hooks {
 /** A term between its `Elected` and its `Revoked`. */
 export interface LiveTerm {
   readonly term: Term.Term
-  readonly revoked: Deferred.Deferred<Term.RevokeReason>
+  readonly revoked: Term.Revocation
   work: Fiber.RuntimeFiber<unknown, unknown> | undefined
   readonly handle: number
   readonly group: string | undefined

@@ -5,7 +5,6 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -22,15 +21,9 @@ export const onElected = (
   loop: LoopFiber
 ): Effect.Effect<void> =>
   Effect.suspend(() => {
-    const revoked = Deferred.unsafeMake<Term.RevokeReason>(loop.id)
+    const revoked = Term.revocation()
     const cell = SessionDeadline.cellOf(shell.deadline, effect.sessionSeq)
-    const term = Term.make({
-      name: effect.name,
-      token: effect.token,
-      sessionId: effect.sessionId,
-      deadline: Effect.sync(() => cell.deadline),
-      revoked
-    })
+    const term = Term.makeLive(effect.name, effect.token, effect.sessionId, cell, revoked)
     const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
     shell.terms.set(effect.termId, live)
     const metrics = Metrics.forLease(effect.name, effect.group)
@@ -63,7 +56,7 @@ const runWork = (
     const failed = (cause: Cause.Cause<unknown>) =>
       Effect.gen(function*() {
         // Failing because the term was revoked (e.g. `ensureValid`) is not the work's failure.
-        if (Cause.isInterruptedOnly(cause) || (yield* Deferred.isDone(live.revoked))) return undefined
+        if (Cause.isInterruptedOnly(cause) || live.revoked.reason !== undefined) return undefined
         const ranFor = (yield* Clock.currentTimeMillis) - startedAt
         const cooldown = hook.onWorkFailed?.(effect.partition, ranFor)
         yield* Effect.logError(
@@ -103,7 +96,7 @@ export const onRevoked = (
   const live = shell.terms.get(effect.termId)
   if (live === undefined) return undefined
   shell.terms.delete(effect.termId)
-  Deferred.unsafeDone(live.revoked, Exit.succeed(effect.reason))
+  Term.revoke(live.revoked, effect.reason)
   const metrics = Metrics.forLease(effect.name, live.group)
   metrics.revocations[effect.reason].unsafeUpdate(1, loop.metricLabels)
   metrics.leaderTerms.unsafeModify(-1, loop.metricLabels)
