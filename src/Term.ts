@@ -138,14 +138,17 @@ class ClientTerm implements Term {
   get remaining(): Effect.Effect<Duration.Duration> {
     return Effect.map(remainingMillis(this.#deadline, this.#revoked), (ms) => Duration.millis(ms))
   }
-  // A field, not a method: callers pass it around unbound (`Effect.flatMap(term.ensureValid)`).
-  readonly ensureValid = (minRemaining: Duration.DurationInput = Duration.zero): Effect.Effect<void, TermExpiredError> =>
-    Effect.flatMap(remainingMillis(this.#deadline, this.#revoked), (ms) => {
-      const required = Duration.decode(minRemaining)
-      return ms > 0 && ms > Duration.toMillis(required)
-        ? Effect.void
-        : Effect.fail(new TermExpiredError({ lease: this.name, token: this.token, remaining: Duration.millis(ms), required }))
-    })
+  // A getter returning an arrow, not a method: callers pass it around unbound
+  // (`Effect.flatMap(term.ensureValid)`), and a field would be a closure kept per term.
+  get ensureValid(): (minRemaining?: Duration.DurationInput) => Effect.Effect<void, TermExpiredError> {
+    return (minRemaining = Duration.zero) =>
+      Effect.flatMap(remainingMillis(this.#deadline, this.#revoked), (ms) => {
+        const required = Duration.decode(minRemaining)
+        return ms > 0 && ms > Duration.toMillis(required)
+          ? Effect.void
+          : Effect.fail(new TermExpiredError({ lease: this.name, token: this.token, remaining: Duration.millis(ms), required }))
+      })
+  }
   get revoked(): Effect.Effect<RevokeReason> {
     const source = this.#revoked
     return isDeferred(source) ? Deferred.await(source) : awaitRevocation(source)

@@ -13,7 +13,7 @@ import type { ElectionStatus } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
 import { request } from "./completions.js"
 import * as Handles from "./handles.js"
-import type { Shell } from "./shell.js"
+import type { Hooks, Shell } from "./shell.js"
 import * as WorkFailure from "./workFailure.js"
 
 /**
@@ -22,14 +22,15 @@ import * as WorkFailure from "./workFailure.js"
  * heap per idle election, for streams most elections never open.
  */
 interface TermCell {
-  current: Option.Option<Term.Term>
+  /** No `Option` kept: one per leader is 48 bytes for nothing. */
+  current: Term.Term | undefined
   subscribers: Set<Emit.EmitOpsPush<never, Option.Option<Term.Term>>> | undefined
 }
 
 /** Sets the current term and pushes it to every subscriber, at once (no subscriber sees it late). */
-const setTerm = (cell: TermCell, term: Option.Option<Term.Term>): void => {
+const setTerm = (cell: TermCell, term: Term.Term | undefined): void => {
   cell.current = term
-  if (cell.subscribers !== undefined) for (const emit of cell.subscribers) emit.single(term)
+  if (cell.subscribers !== undefined) for (const emit of cell.subscribers) emit.single(Option.fromNullable(term))
 }
 
 /**
@@ -40,7 +41,7 @@ const changes = (cell: TermCell): Stream.Stream<Option.Option<Term.Term>> =>
   Stream.asyncPush<Option.Option<Term.Term>>((emit) =>
     Effect.acquireRelease(
       Effect.sync(() => {
-        emit.single(cell.current)
+        emit.single(Option.fromNullable(cell.current))
         const subscribers = cell.subscribers ?? new Set()
         cell.subscribers = subscribers
         subscribers.add(emit)
@@ -60,31 +61,51 @@ export const election = (
   options?: ElectionOptions
 ): Effect.Effect<Election, ElectionError, Scope.Scope> =>
   Effect.gen(function*() {
-    const cell: TermCell = { current: Option.none(), subscribers: undefined }
+    const cell: TermCell = { current: undefined, subscribers: undefined }
     const work = options?.work
     // Only an election with work can fail it: no backoff (a `Map`) for the others.
     const backoff = work === undefined ? undefined : WorkFailure.backoff(options)
-    const { handle, stop } = yield* Handles.start(shell, name, work !== undefined, {
-      onElected: (term) =>
-        Effect.sync(() => {
-          setTerm(cell, Option.some(term))
-          return Option.map(Option.fromNullable(work?.(term)), (run) => WorkFailure.withRestart(name, options, run))
-        }),
-      onRevoked: () => Effect.sync(() => setTerm(cell, Option.none())),
-      onWorkFailed: (_partition, ranFor) => backoff?.failed(-1, ranFor)
-    })
-    return new ElectionHandle(name, shell, handle, cell, stop)
+    const hooks = new ElectionHooks(name, cell, options, backoff)
+    const handle = yield* Handles.start(shell, name, work !== undefined, hooks)
+    return new ElectionHandle(name, shell, handle, cell)
   })
 
+/** An election's hooks, as methods over its fields (three closures per election cost more). */
+class ElectionHooks implements Hooks {
+  readonly #name: string
+  readonly #cell: TermCell
+  readonly #options: ElectionOptions | undefined
+  readonly #backoff: WorkFailure.Backoff | undefined
+  constructor(name: string, cell: TermCell, options: ElectionOptions | undefined, backoff: WorkFailure.Backoff | undefined) {
+    this.#name = name
+    this.#cell = cell
+    this.#options = options
+    this.#backoff = backoff
+  }
+  onElected(term: Term.Term): Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>> {
+    return Effect.sync(() => {
+      setTerm(this.#cell, term)
+      const run = this.#options?.work?.(term)
+      return run === undefined ? Option.none() : Option.some(WorkFailure.withRestart(this.#name, this.#options, run))
+    })
+  }
+  onRevoked(): Effect.Effect<void> {
+    return Effect.sync(() => setTerm(this.#cell, undefined))
+  }
+  onWorkFailed(_partition: number | undefined, ranFor: number): number | undefined {
+    return this.#backoff?.failed(-1, ranFor)
+  }
+}
+
 /**
- * What `election` returns. Every member but `stepDown` and `stop` is built when read, from the
+ * What `election` returns. Every member is built when read, from the
  * prototype: an idle election keeps its five fields, not a record of built Effects and their closures.
  */
 class ElectionHandle implements Election {
   readonly #shell: Shell
   readonly #handle: number
   readonly #cell: TermCell
-  constructor(readonly name: string, shell: Shell, handle: number, cell: TermCell, readonly stop: Effect.Effect<void>) {
+  constructor(readonly name: string, shell: Shell, handle: number, cell: TermCell) {
     this.#shell = shell
     this.#handle = handle
     this.#cell = cell
@@ -96,7 +117,7 @@ class ElectionHandle implements Election {
     })
   }
   get term(): Effect.Effect<Option.Option<Term.Term>> {
-    return Effect.sync(() => this.#cell.current)
+    return Effect.sync(() => Option.fromNullable(this.#cell.current))
   }
   get terms(): Stream.Stream<Term.Term> {
     return Stream.suspend(() => termsOf(this.#cell))
@@ -106,16 +127,21 @@ class ElectionHandle implements Election {
       termsOf(this.#cell).pipe(Stream.runHead, Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed })))
     )
   }
-  // A field, not a method: callers pass it around unbound.
-  readonly stepDown = (cooldown: Duration.DurationInput): Effect.Effect<void> =>
-    Effect.asVoid(
-      request(this.#shell, (completion) => ({
-        _tag: "StepDown",
-        handle: this.#handle,
-        cooldown: Duration.toMillis(Duration.decode(cooldown)),
-        completion
-      }))
-    )
+  get stop(): Effect.Effect<void> {
+    return Handles.stop(this.#shell, this.#handle)
+  }
+  // A getter returning an arrow, not a method: callers pass it around unbound.
+  get stepDown(): (cooldown: Duration.DurationInput) => Effect.Effect<void> {
+    return (cooldown) =>
+      Effect.asVoid(
+        request(this.#shell, (completion) => ({
+          _tag: "StepDown",
+          handle: this.#handle,
+          cooldown: Duration.toMillis(Duration.decode(cooldown)),
+          completion
+        }))
+      )
+  }
 }
 
 export const runWhileLeader = <E, R>(

@@ -21,36 +21,37 @@ export const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<
   }
 }
 
+/** Ends the handle (awaiting the handover) and forgets its hooks. Built when run, as every stop is. */
+export const stop = (shell: Shell, handle: number): Effect.Effect<void> =>
+  request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
+    Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
+    Effect.asVoid
+  )
+
 /**
- * Registers hooks, starts the election and stops it (awaiting the handover) when the scope closes.
- * (Locks make their own request: `locks.ts`.)
+ * Registers hooks, starts the election and stops it (awaiting the handover) when the scope closes;
+ * returns the handle. (Locks make their own request: `locks.ts`.)
  */
 export const start = (
   shell: Shell,
   name: string,
   hasWork: boolean,
   hooks: Hooks
-): Effect.Effect<{ readonly handle: number; readonly stop: Effect.Effect<void> }, ElectionError, Scope.Scope> =>
+): Effect.Effect<number, ElectionError, Scope.Scope> =>
   Effect.gen(function*() {
     yield* LeaseName.validate(name)
     const handle = shell.nextId++
     shell.hooks.set(handle, hooks)
-    // Built when run: a long-lived handle keeps one small Effect, not the whole chain.
-    const stop = Effect.suspend(() =>
-      request(shell, (completion) => ({ _tag: "Stop", handle, completion })).pipe(
-        Effect.zipRight(Effect.sync(() => shell.hooks.delete(handle))),
-        Effect.asVoid
-      )
-    )
-    // As `acquireRelease` (the start cannot be interrupted halfway, and `stop` is registered with
-    // it), but a plain scope finalizer: `stop` needs none of the caller's fiber refs, and restoring
-    // them (two diffs and two patches of every fiber ref) cost more than the stop itself.
+    // As `acquireRelease` (the start cannot be interrupted halfway, and the stop is registered with
+    // it), but a plain scope finalizer: the stop needs none of the caller's fiber refs, and restoring
+    // them (two diffs and two patches of every fiber ref) cost more than the stop itself. The
+    // finalizer builds the stop when the scope closes: a long-lived handle keeps one closure.
     yield* Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) =>
       request(shell, (completion) => ({ _tag: "Start", handle, name, kind: "election", hasWork, completion }))
         .pipe(
         Effect.flatMap((outcome) => failStart(name, outcome)),
         Effect.tapError(() => Effect.sync(() => shell.hooks.delete(handle))),
-        Effect.zipRight(Scope.addFinalizer(scope, stop))
+        Effect.zipRight(Scope.addFinalizerExit(scope, () => stop(shell, handle)))
       )))
-    return { handle, stop }
+    return handle
   })
