@@ -98,8 +98,8 @@ class ElectionHooks implements Hooks {
 }
 
 /**
- * What `election` returns. Every member is built when read, from the
- * prototype: an idle election keeps its five fields, not a record of built Effects and their closures.
+ * What `election` returns. Every member is built when read, from the prototype: an idle election
+ * keeps its four fields, not a record of built Effects and their closures.
  */
 class ElectionHandle implements Election {
   readonly #shell: Shell
