@@ -1,8 +1,9 @@
 /**
  * The ZooKeeper sections of the benchmark, on the standalone server at `BENCH_ZK_CONNECT` (default
  * 127.0.0.1:2181, started by `scripts/services.sh`), run by `npm run bench` after the other sections,
- * or alone: `node --import tsx --import ./bench/built.mjs bench/zookeeper.ts [--only renew,handover]` (after
- * `npm run build`; without the second `--import` it runs `src/` through tsx, see `built.mjs`)
+ * or alone after `npm run build`:
+ * `node --import tsx --import ./bench/built.mjs bench/zookeeper.ts [--only renew,handover]` (without
+ * the second `--import` it runs `src/` through tsx, see `built.mjs`)
  * (sections: floor, uncontended, handover, renew, failover; a row compared with the floor shows no
  * floor without the floor section). Prints a table and writes `bench/results-zookeeper.json`:
  * `{ bench, metric, unit, simba, floor, target }`.

@@ -12,6 +12,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type { DeadlineCell } from "./internal/sessionDeadline.js"
 
 /** Why a term ended. Exactly one per term. */
 export type RevokeReason = "STOPPED" | "STEPPED_DOWN" | "DEADLINE_PASSED" | "SESSION_EXPIRED" | "TAKEN_OVER"
@@ -100,7 +101,7 @@ const awaitRevocation = (cell: Revocation): Effect.Effect<RevokeReason> =>
   })
 
 /** Where a term reads its local deadline: the shell's cell of its session, or an Effect (`make`). */
-type DeadlineSource = { readonly deadline: number } | Effect.Effect<number>
+type DeadlineSource = DeadlineCell | Effect.Effect<number>
 
 /** How a term learns its end: the shell's `Revocation`, or a `Deferred` (`make`). */
 type RevocationSource = Revocation | Deferred.Deferred<RevokeReason>
@@ -178,7 +179,7 @@ export const makeLive = (
   name: string,
   token: bigint,
   sessionId: string,
-  deadline: { readonly deadline: number },
+  deadline: DeadlineCell,
   revoked: Revocation
 ): Term => new ClientTerm(name, token, sessionId, deadline, revoked)
 

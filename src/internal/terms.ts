@@ -13,7 +13,7 @@ import * as Term from "../Term.js"
 import { interruptSignalNow } from "./interrupt.js"
 import * as Metrics from "./metrics.js"
 import * as SessionDeadline from "./sessionDeadline.js"
-import { type Hooks, type LiveTerm, type LoopFiber, offer, offerNow, type Shell } from "./shell.js"
+import { type Hooks, type LiveTerm, type LoopFiber, offerNow, type Shell } from "./shell.js"
 
 export const onElected = (
   shell: Shell,
@@ -30,16 +30,17 @@ export const onElected = (
     metrics.termsWon.unsafeUpdate(1, loop.metricLabels)
     metrics.leaderTerms.unsafeModify(1, loop.metricLabels)
     const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
-    if (hook === undefined) return effect.hasWork ? workExited(shell, effect) : Effect.void
+    if (hook === undefined) return effect.hasWork ? Effect.sync(() => workExited(shell, effect, undefined)) : Effect.void
     return Effect.flatMap(hook.onElected(term, effect.partition), (work) => {
       if (Option.isSome(work)) return runWork(shell, effect, live, hook, work.value)
       // The engine waits for the work it was told of; for a term without work it waits for nothing.
-      return effect.hasWork ? workExited(shell, effect) : Effect.void
+      return effect.hasWork ? Effect.sync(() => workExited(shell, effect, undefined)) : Effect.void
     })
   })
 
-const workExited = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>) =>
-  offer(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
+/** Tells the engine the term's work exited (`stepDown`: the cooldown after a failure of its own). */
+const workExited = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>, stepDown: number | undefined) =>
+  offerNow(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId, stepDown })
 
 /** Runs a term's work in a fiber of its own, which tells the engine when it exits. */
 const runWork = (
@@ -77,14 +78,7 @@ const runWork = (
     )
     // An observer, not `ensuring`: a fiber interrupted before its first step (revoked in the same
     // turn as elected) never runs its `ensuring`, and the engine would wait out the handover deadline.
-    fiber.addObserver((exit) =>
-      offerNow(shell, {
-        _tag: "WorkExited",
-        handle: effect.handle,
-        termId: effect.termId,
-        stepDown: Exit.isSuccess(exit) ? exit.value : undefined
-      })
-    )
+    fiber.addObserver((exit) => workExited(shell, effect, Exit.isSuccess(exit) ? exit.value : undefined))
     live.work = fiber
   })
 
