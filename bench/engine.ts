@@ -12,6 +12,7 @@
  * candidates) in the state: they start and settle before the trace begins (the replay starts from
  * the state they leave), so every replayed step has them all in the state. A step should cost what
  * it touches, so the two rates should be close (issue 11: the 10,000 rate >= 0.5x the 10 rate).
+ * Each rate is measured in a fresh process of its own (`eventsPerSecondAlone`).
  *
  * Heap per idle election: one client on the in-memory backend; N elections that win and then do
  * nothing (leaders), then N elections of a second client on the same names (candidates, waiting);
@@ -21,6 +22,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Scope from "effect/Scope"
+import { execFile } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import type * as Client from "../src/Simba.js"
@@ -270,6 +273,34 @@ export const eventsPerSecond = (background: number, events: number): EngineResul
   replay()
   const times = Array.from({ length: 5 }, replay)
   return { background, events: trace.length, eventsPerSecond: trace.length / (median(times) / 1000) }
+}
+
+const thisFile = fileURLToPath(import.meta.url)
+
+/**
+ * `eventsPerSecond` in a Node process of its own (this file, run with the same flags), so that each
+ * case starts from a fresh heap and nothing compiled by the other. Run inside `npm run bench` after
+ * the Redis sections, the replays shared a heap those sections had grown (10,000 leases held, eight
+ * contenders' garbage) and the 10,000 case lost a third of its rate to it: ratio 0.42 there, 0.62-0.70
+ * with both cases in one fresh process (`--only engine`), 0.53-0.56 with each in its own, on the same
+ * code in the same hour. The last is the figure: it measures a step, not the earlier sections, and
+ * neither case runs on code the other warmed.
+ */
+export const eventsPerSecondAlone = (background: number, events: number): Promise<EngineResult> =>
+  new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [...process.execArgv, thisFile, "events-per-second", String(background), String(events)],
+      (error, stdout) => {
+        if (error !== null) return reject(error)
+        const lines = stdout.trim().split("\n")
+        resolve(JSON.parse(lines[lines.length - 1]!) as EngineResult)
+      }
+    )
+  })
+
+if (process.argv[1] === thisFile && process.argv[2] === "events-per-second") {
+  console.log(JSON.stringify(eventsPerSecond(Number(process.argv[3]), Number(process.argv[4]))))
 }
 
 // -------------------------------------------------------------------------------------------------
