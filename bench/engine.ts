@@ -282,7 +282,7 @@ const thisFile = fileURLToPath(import.meta.url)
  * case starts from a fresh heap and nothing compiled by the other. Run inside `npm run bench` after
  * the Redis sections, the replays shared a heap those sections had grown (10,000 leases held, eight
  * contenders' garbage) and the 10,000 case lost a third of its rate to it: ratio 0.42 there, 0.62-0.70
- * with both cases in one fresh process (`--only engine`), 0.53-0.56 with each in its own, on the same
+ * with both cases in one fresh process (`--only engine`), 0.53-0.62 with each in its own, on the same
  * code in the same hour. The last is the figure: it measures a step, not the earlier sections, and
  * neither case runs on code the other warmed.
  */
