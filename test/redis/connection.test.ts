@@ -17,6 +17,7 @@ import { SimbaConfigError } from "../../src/Errors.js"
 import { type AcquireReply, BackendError, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import * as Simba from "../../src/Simba.js"
+import { startProxy } from "../support/proxy.js"
 import {
   clientIds,
   clusterNodes,
@@ -211,6 +212,36 @@ describe("Redis calls in flight on a dropped connection", () => {
       expectFastFailure(exit, failedAfter)
       yield* works(backend).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))))
     }), 60_000)
+})
+
+describe("Redis command connection that stops answering", () => {
+  // A short command timeout: the test waits for one to pass. The shared server is not touched; the
+  // path to it is broken by a proxy of the test's own.
+  const commandTimeout = 400
+  const retried = Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))
+
+  it.scopedLive("a command timeout closes its connection; once the path heals the backend answers again", () =>
+    Effect.gen(function*() {
+      const proxy = yield* Effect.acquireRelease(Effect.promise(() => startProxy(6379)), (p) => Effect.promise(() => p.close()))
+      const name = unique("simba-silent")
+      const backend = yield* RedisBackend.make({ port: proxy.port, connectionName: name, commandTimeout, ...fresh })
+      const probe = yield* admin(6379)
+      const before = yield* clientIds(probe, name)
+      expect(before).toHaveLength(1)
+      const { sessionId } = yield* backend.openSession(ttl)
+      // The acquire is lost on the way (the proxy drops what it holds back): no reply ever comes on
+      // this connection, and ioredis keeps the command queued for one. Without a reconnect every
+      // later reply would be read as the answer to an earlier command, and every call time out.
+      proxy.blackhole()
+      const lost = yield* Effect.exit(backend.acquire(sessionId, uniqueName("silent")))
+      if (!Exit.isFailure(lost)) expect.fail("the acquire sent into the blackhole succeeded")
+      expect(String(Exit.causeOption(lost).pipe((c) => c._tag === "Some" ? c.value : undefined))).toContain("timed out")
+      proxy.heal()
+      yield* works(backend).pipe(Effect.retry(retried))
+      const after = yield* clientIds(probe, name)
+      expect(after).toHaveLength(1)
+      expect(after[0]).not.toBe(before[0])
+    }), 30_000)
 })
 
 describe("Redis backend on a client you bring", () => {

@@ -184,7 +184,9 @@
  * Commands are not queued while disconnected (`enableOfflineQueue: false`) and are not resent after a
  * reconnect (`autoResendUnfulfilledCommands: false`); every command has a timeout (`commandTimeout`,
  * default 5 s). A call in flight when its connection (in a cluster: any node's) closes fails at once
- * (`Connection.tracker`: ioredis would drop it unsettled until the timeout). A call that fails or
+ * (`Connection.tracker`: ioredis would drop it unsettled until the timeout). A command that times out
+ * closes the connection it was sent on (ours, not a client you bring), and ioredis connects again: a
+ * connection that stopped answering would otherwise time out every later call. A call that fails or
  * times out may still have been applied by the server: the engine
  * handles that (an unknown held lease shows up in the next renewal and is released). After
  * `READONLY` (a failed-over primary) the connection is re-established. The subscriber connection is
@@ -251,7 +253,8 @@ export { keySlot, slotTag } from "./slots.js"
 /** Everything after the command connection is ready: the eviction check, the subscriber, the operations. */
 const start = (
   client: Connection.Client,
-  settings: BackendSettings
+  settings: BackendSettings,
+  owned: boolean
 ): Effect.Effect<LeaseBackend.LeaseBackendService, LeaseBackend.BackendError | EvictionPolicyError, Scope.Scope> =>
   Effect.gen(function*() {
     const k = keys(settings.prefix)
@@ -260,7 +263,12 @@ const start = (
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const logError = (connection: string) => (error: Error) =>
       runFork(Effect.logDebug(`simba redis: ${connection} connection error: ${error.message}`))
-    const tracker = yield* Connection.tracker(client, settings.commandTimeout)
+    const tracker = yield* Connection.tracker(
+      client,
+      settings.commandTimeout,
+      owned,
+      (reason) => runFork(Effect.logWarning(`simba redis: command connection: ${reason}`))
+    )
     yield* Eviction.check(client, tracker, settings.allowEvictionPolicy)
     const patterns = [k.leasePattern, k.groupPattern]
     const hints = yield* Hints.make(
@@ -303,7 +311,7 @@ export const make = (
       () => Connection.newClient(driver, settings),
       (error) => runFork(Effect.logDebug(`simba redis: command connection error: ${error.message}`))
     )
-    return yield* start(client, settings)
+    return yield* start(client, settings, true)
   })
 
 /**
@@ -315,7 +323,8 @@ export const make = (
  *
  * The client keeps its own options; the backend fails a call at once when the connection is not
  * ready (never into the offline queue) or closes while the call is in flight, and after
- * `commandTimeout`. The client must not have an ioredis `keyPrefix` (use `keyPrefix` here): the
+ * `commandTimeout`; a timeout does not close your client's connection (the backend's own connections
+ * are reconnected after one, see "Failure behaviour"). The client must not have an ioredis `keyPrefix` (use `keyPrefix` here): the
  * pub/sub channels are named like the keys and would no longer match them.
  */
 export const makeWithClient = (
@@ -333,7 +342,7 @@ export const makeWithClient = (
       })
     }
     yield* Connection.awaitReady(client, settings.connectTimeout)
-    return yield* start(client, settings)
+    return yield* start(client, settings, false)
   })
 
 /** The Redis backend as a layer; both connections are closed when the layer's scope closes. */

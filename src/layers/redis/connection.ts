@@ -173,6 +173,9 @@ const ioredisTimesOut = (client: Client, commandTimeout: number): boolean => {
   return typeof own === "number" && own > 0 && own <= commandTimeout && !queues
 }
 
+/** The error ioredis rejects a command with after its `commandTimeout`. */
+const isCommandTimeout = (cause: unknown): boolean => cause instanceof Error && cause.message === "Command timed out"
+
 /**
  * Calls in flight on `client`, failed at once when a connection closes, for the scope. Why: when a
  * connection drops, ioredis moves the commands it had written aside and, with
@@ -182,10 +185,35 @@ const ioredisTimesOut = (client: Client, commandTimeout: number): boolean => {
  * the backend watches the connections' `close` events itself rather than relying on ioredis options.
  * In a cluster a node's connection closing fails every call in flight on the client (the engine
  * retries them); like any failed call, one may still have been applied.
+ *
+ * `resetOnTimeout` (the connections Simba made, not a client you bring): a command that times out
+ * closes the connection it was sent on, and ioredis connects again. A connection that stops
+ * answering (a peer gone without a reset, a half-open TCP connection behind a NAT or a load balancer)
+ * would otherwise time out every later call until the kernel gives up on it (ioredis sets no TCP
+ * keep-alive), minutes during which the client cannot renew or acquire anything. Closing also fails
+ * every call still in flight on it (see above) and drops ioredis's queue of commands waiting for a
+ * reply, so no reply can be matched to a command it does not answer. Only the connection the command
+ * went out on is closed: a timeout of a command sent before the last reconnect closes nothing.
  */
-export const tracker = (client: Client, commandTimeout: number): Effect.Effect<Tracker, never, Scope.Scope> =>
+export const tracker = (
+  client: Client,
+  commandTimeout: number,
+  resetOnTimeout: boolean,
+  onReset: (reason: string) => void
+): Effect.Effect<Tracker, never, Scope.Scope> =>
   Effect.gen(function*() {
     const ownTimeout = ioredisTimesOut(client, commandTimeout)
+    // Counts the connections made (each `ready`): the one a command went out on is still there while
+    // the count has not moved.
+    let connection = 0
+    const onReady = () => {
+      connection++
+    }
+    const resetAfterTimeout = (sentOn: number, operation: string) => {
+      if (!resetOnTimeout || sentOn !== connection || client.status !== "ready") return
+      onReset(`${operation}: no reply within ${commandTimeout} ms; reconnecting`)
+      client.disconnect(true)
+    }
     const inFlight = new Set<(reason: string) => void>()
     const failAll = (reason: string) => {
       const calls = [...inFlight]
@@ -209,6 +237,7 @@ export const tracker = (client: Client, commandTimeout: number): Effect.Effect<T
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         client.on("close", onClientClose)
+        client.on("ready", onReady)
         if (isCluster(client)) {
           for (const node of client.nodes("all")) watchNode(node)
           client.on("+node", watchNode)
@@ -218,6 +247,7 @@ export const tracker = (client: Client, commandTimeout: number): Effect.Effect<T
       () =>
         Effect.sync(() => {
           client.off("close", onClientClose)
+          client.off("ready", onReady)
           if (isCluster(client)) {
             client.off("+node", watchNode)
             client.off("-node", unwatchNode)
@@ -242,6 +272,7 @@ export const tracker = (client: Client, commandTimeout: number): Effect.Effect<T
         const onClose = (reason: string) =>
           settle(Effect.fail(backendError(operation, `${reason} while the call was in flight`)))
         inFlight.add(onClose)
+        const sentOn = connection
         let promise: Promise<A>
         try {
           promise = send()
@@ -249,10 +280,14 @@ export const tracker = (client: Client, commandTimeout: number): Effect.Effect<T
           settle(Effect.fail(backendError(operation, scrub(cause))))
           return
         }
-        // The promise settles later, or never (see above); after `settle` its outcome is ignored.
+        // The promise settles later, or never (see above); after `settle` its outcome is ignored, but
+        // not its timeout: the connection stopped answering, whoever gave up on the call first.
         promise.then(
           (reply) => settle(Effect.succeed(reply)),
-          (cause: unknown) => settle(Effect.fail(backendError(operation, scrub(cause))))
+          (cause: unknown) => {
+            if (isCommandTimeout(cause)) resetAfterTimeout(sentOn, operation)
+            settle(Effect.fail(backendError(operation, scrub(cause))))
+          }
         )
         return Effect.sync(() => {
           open = false
