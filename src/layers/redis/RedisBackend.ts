@@ -266,8 +266,7 @@ const start = (
     const tracker = yield* Connection.tracker(
       client,
       settings.commandTimeout,
-      owned,
-      (reason) => runFork(Effect.logWarning(`simba redis: command connection: ${reason}`))
+      owned ? (reason) => runFork(Effect.logWarning(`simba redis: command connection: ${reason}`)) : undefined
     )
     yield* Eviction.check(client, tracker, settings.allowEvictionPolicy)
     const patterns = [k.leasePattern, k.groupPattern]
@@ -324,8 +323,8 @@ export const make = (
  * The client keeps its own options; the backend fails a call at once when the connection is not
  * ready (never into the offline queue) or closes while the call is in flight, and after
  * `commandTimeout`; a timeout does not close your client's connection (the backend's own connections
- * are reconnected after one, see "Failure behaviour"). The client must not have an ioredis `keyPrefix` (use `keyPrefix` here): the
- * pub/sub channels are named like the keys and would no longer match them.
+ * are reconnected after one, see "Failure behaviour"). The client must not have an ioredis `keyPrefix`
+ * (use `keyPrefix` here): the pub/sub channels are named like the keys and would no longer match them.
  */
 export const makeWithClient = (
   client: Connection.Client,

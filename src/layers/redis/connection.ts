@@ -186,8 +186,8 @@ const isCommandTimeout = (cause: unknown): boolean => cause instanceof Error && 
  * In a cluster a node's connection closing fails every call in flight on the client (the engine
  * retries them); like any failed call, one may still have been applied.
  *
- * `resetOnTimeout` (the connections Simba made, not a client you bring): a command that times out
- * closes the connection it was sent on, and ioredis connects again. A connection that stops
+ * With `onReset` (the connections Simba made, not a client you bring): a command that times out
+ * closes the connection it was sent on (told to `onReset` first), and ioredis connects again. A connection that stops
  * answering (a peer gone without a reset, a half-open TCP connection behind a NAT or a load balancer)
  * would otherwise time out every later call until the kernel gives up on it (ioredis sets no TCP
  * keep-alive), minutes during which the client cannot renew or acquire anything. Closing also fails
@@ -198,8 +198,7 @@ const isCommandTimeout = (cause: unknown): boolean => cause instanceof Error && 
 export const tracker = (
   client: Client,
   commandTimeout: number,
-  resetOnTimeout: boolean,
-  onReset: (reason: string) => void
+  onReset: ((reason: string) => void) | undefined
 ): Effect.Effect<Tracker, never, Scope.Scope> =>
   Effect.gen(function*() {
     const ownTimeout = ioredisTimesOut(client, commandTimeout)
@@ -210,7 +209,7 @@ export const tracker = (
       connection++
     }
     const resetAfterTimeout = (sentOn: number, operation: string) => {
-      if (!resetOnTimeout || sentOn !== connection || client.status !== "ready") return
+      if (onReset === undefined || sentOn !== connection || client.status !== "ready") return
       onReset(`${operation}: no reply within ${commandTimeout} ms; reconnecting`)
       client.disconnect(true)
     }
