@@ -31,6 +31,8 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Exit from "effect/Exit"
 import { Redis } from "ioredis"
+import { execFile } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
@@ -267,3 +269,67 @@ export const renew10kBackend = (ctx: Context, mode: Renew10kMode): Promise<Backe
     yield* backend.closeSession(sessionId)
     return { unchanged: unchanged.samples, unchangedCpuMs: unchanged.cpuMs, listed: listed.samples, listedCpuMs: listed.cpuMs }
   })))
+
+// -------------------------------------------------------------------------------------------------
+// The floor of a renewal's CPU on this machine
+// -------------------------------------------------------------------------------------------------
+
+export interface RenewFloorResult {
+  /** A process that only measures (one timer per second): process CPU, median 1 s slice, ms. */
+  readonly measuringOnlyMs: number
+  /** The same with a bare ioredis client sending one PING per renewInterval: median 1 s slice, ms. */
+  readonly pingPerIntervalMs: number
+}
+
+/** The median of `count` consecutive 1 s slices of process CPU (ms), as `cpuSlices` measures them. */
+const medianSlice = async (count: number): Promise<number> => {
+  const slices: Array<number> = []
+  for (let i = 0; i < count; i++) {
+    const before = process.cpuUsage()
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    const used = process.cpuUsage(before)
+    slices.push((used.user + used.system) / 1000)
+  }
+  return percentile(slices, 50)
+}
+
+/**
+ * The least a renewal can cost in process CPU here, measured as the client's is (median 1 s slice of a
+ * 20 s window, after 3 s): a process of its own that only measures, then the same process with a bare
+ * ioredis connection sending one `PING` per renew interval (a timer, a write, a read: what any client
+ * that renews once per interval does, with no lease logic at all). On a virtual machine each wake-up
+ * from idle costs far more CPU than the same work in a busy loop; this row shows how much.
+ */
+const renewFloor = async (): Promise<RenewFloorResult> => {
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  const measuringOnlyMs = await medianSlice(WINDOW_MS / 1000)
+  const redis = new Redis(redisUrl, { lazyConnect: true })
+  await redis.connect()
+  await redis.ping()
+  const interval = Duration.toMillis(settings.renewInterval)
+  const pinging = setInterval(() => void redis.ping(), interval)
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  const pingPerIntervalMs = await medianSlice(WINDOW_MS / 1000)
+  clearInterval(pinging)
+  redis.disconnect()
+  return { measuringOnlyMs, pingPerIntervalMs }
+}
+
+const thisFile = fileURLToPath(import.meta.url)
+
+/** `renewFloor` in a Node process of its own (this file, run with the same flags), with a fresh heap. */
+export const renewFloorAlone = (): Promise<RenewFloorResult> =>
+  new Promise((resolve, reject) => {
+    execFile(process.execPath, [...process.execArgv, thisFile, "renew-floor"], (error, stdout) => {
+      if (error !== null) return reject(error)
+      const lines = stdout.trim().split("\n")
+      resolve(JSON.parse(lines[lines.length - 1]!) as RenewFloorResult)
+    })
+  })
+
+if (process.argv[1] === thisFile && process.argv[2] === "renew-floor") {
+  renewFloor().then((result) => console.log(JSON.stringify(result)), (error: unknown) => {
+    console.error(error)
+    process.exit(1)
+  })
+}

@@ -163,8 +163,15 @@ const main = async () => {
 
   /** One client holding 10,000 leases: renewal round trip and CPU per renewal, per mode and shape. */
   const renew10k = async () => {
-    // `RENEW10K_CASES=node:locks,cluster:partitions,node:backend` runs only those cases.
+    // `RENEW10K_CASES=floor,node:locks,cluster:partitions,node:backend` runs only those cases.
     const cases = process.env["RENEW10K_CASES"]?.split(",")
+    if (cases === undefined || cases.includes("floor")) {
+      log("renew10k: floor, in a process of its own (measuring only, then a bare ioredis PING per renew interval: 2 x 20 s)")
+      const f = await R10k.renewFloorAlone()
+      log(`renew10k floor: measuring only ${f.measuringOnlyMs.toFixed(2)} ms, one PING per interval ${f.pingPerIntervalMs.toFixed(2)} ms (median 1 s slices)`)
+      row("renew10k", "floor: process CPU of a process that only measures (one timer per second), median 1 s slice", "ms", { floor: f.measuringOnlyMs })
+      row("renew10k", "floor: process CPU with a bare ioredis client sending one PING per renew interval (1 s), median 1 s slice", "ms", { floor: f.pingPerIntervalMs })
+    }
     for (const mode of ["node", "cluster"] as const) {
       for (const shape of ["locks", "partitions"] as const) {
         if (cases !== undefined && !cases.includes(`${mode}:${shape}`)) continue
