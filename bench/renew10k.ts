@@ -9,7 +9,9 @@
  * - the process CPU (user + system, `process.cpuUsage`) in 1 s slices of the window: per renewal the
  *   median slice (one renewal per slice; see `cpuPerRenewalMs` for why not the mean), beside it the
  *   mean and the largest slice. This is everything the process spent, not only the renewals: the
- *   10,000 idle elections' fibers and timers, the client's loop and the Redis connections included.
+ *   10,000 idle elections' fibers and timers, the client's loop and the Redis connections included;
+ * - beside them the floor (`renewFloor`, a process of its own): the same slices of a process that only
+ *   measures, then of one whose bare ioredis client sends one `PING` per renew interval.
  *
  * Settings: `leaseDuration` 9 s, `renewInterval` 1 s, a 20 s window (about 20 renewals).
  * Check "leases held at the end": on the 2-core machine of December 2026 the client's session ended

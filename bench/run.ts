@@ -12,8 +12,9 @@
  *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
  * - renew: one client holding 1,000 leases, 10 s window;
  * - renew10k: one client holding 10,000 leases (locks, then a partition group of 10,000 partitions),
- *   on the single node and on the Cluster: renewal round trip and CPU per renewal; then the
- *   LeaseBackend alone holding 10,000 leases (see `renew10k.ts`);
+ *   on the single node and on the Cluster: renewal round trip and CPU per renewal, beside the CPU of a
+ *   bare client renewing as often (a process of its own); then the LeaseBackend alone holding 10,000
+ *   leases (see `renew10k.ts`);
  * - handover: a holder releases while one contender waits (50 times, after 5 warm-up);
  * - engine: `Engine.step` events per second (each case in a fresh process); heap per idle election; heap kept
  *   per `withLock` (a leak check).
