@@ -283,17 +283,8 @@ export interface RenewFloorResult {
   readonly pingPerIntervalMs: number
 }
 
-/** The median of `count` consecutive 1 s slices of process CPU (ms), as `cpuSlices` measures them. */
-const medianSlice = async (count: number): Promise<number> => {
-  const slices: Array<number> = []
-  for (let i = 0; i < count; i++) {
-    const before = process.cpuUsage()
-    await new Promise((resolve) => setTimeout(resolve, 1000))
-    const used = process.cpuUsage(before)
-    slices.push((used.user + used.system) / 1000)
-  }
-  return percentile(slices, 50)
-}
+/** The median of `count` consecutive 1 s slices of process CPU (ms), as the client's are measured. */
+const medianSlice = async (count: number): Promise<number> => percentile(await Effect.runPromise(cpuSlices(count)), 50)
 
 /**
  * The least a renewal can cost in process CPU here, measured as the client's is (median 1 s slice of a
