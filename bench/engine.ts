@@ -22,7 +22,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Scope from "effect/Scope"
-import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -32,7 +31,7 @@ import { LeaseBackend } from "../src/LeaseBackend.js"
 import * as MemoryBackend from "../src/layers/Memory.js"
 import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
-import { median, now } from "./util.js"
+import { inOwnProcess, median, now } from "./util.js"
 
 // -------------------------------------------------------------------------------------------------
 // Events per second
@@ -287,17 +286,7 @@ const thisFile = fileURLToPath(import.meta.url)
  * neither case runs on code the other warmed.
  */
 export const eventsPerSecondAlone = (background: number, events: number): Promise<EngineResult> =>
-  new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [...process.execArgv, thisFile, "events-per-second", String(background), String(events)],
-      (error, stdout) => {
-        if (error !== null) return reject(error)
-        const lines = stdout.trim().split("\n")
-        resolve(JSON.parse(lines[lines.length - 1]!) as EngineResult)
-      }
-    )
-  })
+  inOwnProcess(thisFile, ["events-per-second", String(background), String(events)])
 
 if (process.argv[1] === thisFile && process.argv[2] === "events-per-second") {
   console.log(JSON.stringify(eventsPerSecond(Number(process.argv[3]), Number(process.argv[4]))))

@@ -33,13 +33,12 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Exit from "effect/Exit"
 import { Redis } from "ioredis"
-import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { Context } from "./redis.js"
-import { now, percentile, redisUrl, roundTrips } from "./util.js"
+import { inOwnProcess, now, percentile, redisUrl, roundTrips } from "./util.js"
 
 /** `RENEW10K_LEASES` changes it (e.g. 10, to see what a renewal costs whatever the leases held). */
 export const LEASES = Number(process.env["RENEW10K_LEASES"] ?? 10_000)
@@ -311,14 +310,7 @@ const renewFloor = async (): Promise<RenewFloorResult> => {
 const thisFile = fileURLToPath(import.meta.url)
 
 /** `renewFloor` in a Node process of its own (this file, run with the same flags), with a fresh heap. */
-export const renewFloorAlone = (): Promise<RenewFloorResult> =>
-  new Promise((resolve, reject) => {
-    execFile(process.execPath, [...process.execArgv, thisFile, "renew-floor"], (error, stdout) => {
-      if (error !== null) return reject(error)
-      const lines = stdout.trim().split("\n")
-      resolve(JSON.parse(lines[lines.length - 1]!) as RenewFloorResult)
-    })
-  })
+export const renewFloorAlone = (): Promise<RenewFloorResult> => inOwnProcess(thisFile, ["renew-floor"])
 
 if (process.argv[1] === thisFile && process.argv[2] === "renew-floor") {
   renewFloor().then((result) => console.log(JSON.stringify(result)), (error: unknown) => {

@@ -14,6 +14,7 @@
  *   (top-level commands, a script counts once), exact, and blind to other clients of the server.
  */
 import { Redis } from "ioredis"
+import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { performance } from "node:perf_hooks"
 
@@ -34,6 +35,19 @@ export const waitBeforeRelease = (): number => 10 + Math.random() * 30
 
 /** Waits until `now() >= at` (setTimeout granularity: up to ~1 ms late). */
 export const sleepUntil = (at: number): Promise<void> => sleep(Math.max(0, at - now()))
+
+/**
+ * Runs the bench file `file` with `args` in a Node process of its own, with this process's flags (a
+ * fresh heap, nothing compiled by earlier sections), and parses the last line it prints as JSON.
+ */
+export const inOwnProcess = <A>(file: string, args: ReadonlyArray<string>): Promise<A> =>
+  new Promise((resolve, reject) => {
+    execFile(process.execPath, [...process.execArgv, file, ...args], (error, stdout) => {
+      if (error !== null) return reject(error)
+      const lines = stdout.trim().split("\n")
+      resolve(JSON.parse(lines[lines.length - 1]!) as A)
+    })
+  })
 
 // -------------------------------------------------------------------------------------------------
 // Statistics
