@@ -19,6 +19,8 @@ import {
 import { backendError, type Runner } from "./connection.js"
 import { type Keys, newSessionId } from "./keys.js"
 import type { Mode } from "./options.js"
+import type * as Schema from "effect/Schema"
+import type * as Replies from "./replies.js"
 import { acquireReply, groupViews, heldLeases } from "./replies.js"
 import * as Scripts from "./scripts.js"
 import { keySlot, slotTag, tagOf } from "./slots.js"
@@ -106,14 +108,18 @@ export const make = (
     delayMs: rules.delayMs
   })
 
+  const unregistered = Effect.succeed({ registration: "", homeRemaining: "" })
   /**
    * Cluster: registers the lease's slot in the home (its time left and the registration's number, for
    * the slot's half); `undefined` when the session is gone. One node: nothing to register, the acquire
    * script reads the session key itself.
    */
-  const register = (sessionId: string, holder: Holder) =>
+  const register = (
+    sessionId: string,
+    holder: Holder
+  ): Effect.Effect<{ readonly registration: Scripts.Arg; readonly homeRemaining: Scripts.Arg } | undefined, BackendError> =>
     holder.mode === "node"
-      ? Effect.succeed({ registration: "", homeRemaining: "" })
+      ? unregistered
       : run(
         "acquire",
         Scripts.register({ home: k.session(sessionId), homeSlots: k.sessionSlots(sessionId) }, { tag: holder.tag })
@@ -251,6 +257,32 @@ export const make = (
       )
     })
 
+  const acquiredExpired = Effect.succeed(AcquireReply.Expired())
+
+  /** What an acquire reply says went wrong in the store, loudly (`undefined`: nothing). */
+  const acquireWarnings = (
+    name: string,
+    reply: Schema.Schema.Type<typeof Replies.Acquired>
+  ): Effect.Effect<void, BackendError> | undefined => {
+    if (reply[0] === "delayed" && reply[2] === 1) {
+      // The store lost its state: say so loudly, and start the same delay in every slot at once.
+      return Effect.zipRight(
+        Effect.logError(
+          `simba redis: the store lost its state (boot marker ${markerOf(name)} missing: restart without ` +
+            `persistence, flush or fail-over); no lease is granted for ${reply[1]} ms (lockDelay)`
+        ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" })),
+        rules.markAll
+      )
+    }
+    if ((reply[0] === "granted" && reply[2] === 1) || (reply[0] === "held" && reply[3] === 1)) {
+      return Effect.logError(
+        `simba redis: the lease hash ${k.lease(name)} was missing while its holder record ${k.leaseHolder(name)} ` +
+          `names a live session (deleted by hand?); it was restored for that holder instead of being granted`
+      ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" }))
+    }
+    return undefined
+  }
+
   return {
     openSession: (ttl) =>
       Effect.gen(function*() {
@@ -284,44 +316,41 @@ export const make = (
       ).pipe(Effect.asVoid)
     },
 
-    acquire: (sessionId, name) =>
-      Effect.gen(function*() {
-        const holder = holderOf(sessionId, name)
-        // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register again.
-        for (let attempt = 0; attempt < 3; attempt++) {
-          const registered = yield* register(sessionId, holder)
-          if (registered === undefined) return AcquireReply.Expired()
-          const reply = yield* run(
-            "acquire",
-            Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
-          )
-          if (reply[0] === "delayed" && reply[2] === 1) {
-            // The store lost its state: say so loudly, and start the same delay in every slot at once.
-            yield* Effect.logError(
-              `simba redis: the store lost its state (boot marker ${markerOf(name)} missing: restart without ` +
-                `persistence, flush or fail-over); no lease is granted for ${reply[1]} ms (lockDelay)`
-            ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" }))
-            yield* rules.markAll
-          }
-          if ((reply[0] === "granted" && reply[2] === 1) || (reply[0] === "held" && reply[3] === 1)) {
-            yield* Effect.logError(
-              `simba redis: the lease hash ${k.lease(name)} was missing while its holder record ${k.leaseHolder(name)} ` +
-                `names a live session (deleted by hand?); it was restored for that holder instead of being granted`
-            ).pipe(Effect.annotateLogs({ lease: name, backend: "redis" }))
-          }
-          const answer = acquireReply(reply)
-          if (answer !== undefined) return answer
-        }
-        return yield* Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
-      }),
+    // acquire and release are on every lock's path: combinators, not `Effect.gen` (a generator costs
+    // more than the rest of the call's JavaScript; see README "Performance").
+    acquire: (sessionId, name) => {
+      const holder = holderOf(sessionId, name)
+      // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register again.
+      const attempt = (attempts: number): Effect.Effect<AcquireReply, BackendError> =>
+        Effect.flatMap(register(sessionId, holder), (registered) =>
+          registered === undefined
+            ? acquiredExpired
+            : Effect.flatMap(
+              run(
+                "acquire",
+                Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
+              ),
+              (reply) => {
+                const answer = acquireReply(reply)
+                const warned = acquireWarnings(name, reply)
+                const next = answer !== undefined
+                  ? Effect.succeed(answer)
+                  : attempts < 2
+                  ? attempt(attempts + 1)
+                  : Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
+                return warned === undefined ? next : Effect.zipRight(warned, next)
+              }
+            ))
+      return attempt(0)
+    },
 
     release: (sessionId, name, token) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const holder = holderOf(sessionId, name)
-        yield* run(
+        return Effect.asVoid(run(
           "release",
           Scripts.release(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
-        )
+        ))
       }),
 
     withdraw: (sessionId, name) =>
