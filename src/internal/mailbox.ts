@@ -39,7 +39,8 @@ export const offer = <A>(box: Mailbox<A>, item: A): void => {
 /** How many items wait. */
 export const size = <A>(box: Mailbox<A>): number => box.items.length - box.head
 
-const poll = <A>(box: Mailbox<A>): A => {
+/** Takes the oldest item (there must be one). */
+export const poll = <A>(box: Mailbox<A>): A => {
   const item = box.items[box.head] as A
   box.items[box.head] = undefined
   box.head++
@@ -67,7 +68,7 @@ export const waitForItem = <A>(box: Mailbox<A>): Effect.Effect<void> =>
   })
 
 /** Resumes after an event-loop turn (timers and I/O run meanwhile), not through a microtask. */
-const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
+export const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
   const immediate = setImmediate(() => resume(Effect.void))
   return Effect.sync(() => clearImmediate(immediate))
 })
@@ -76,7 +77,7 @@ const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
  * Every `itemsPerLook` items: if the `setImmediate` set at the last look has not run, the event loop
  * has not turned for that many items (one chain of microtasks), and the taker yields to it first.
  */
-const mustYield = <A>(box: Mailbox<A>): boolean => {
+export const mustYield = <A>(box: Mailbox<A>): boolean => {
   if (++box.takenSinceLook < itemsPerLook) return false
   box.takenSinceLook = 0
   if (box.turnPending) return true

@@ -5,6 +5,7 @@
  * Hooks and completions are registered by API calls before their event is queued; everything else
  * is touched by the loop fiber only.
  */
+import type * as Clock from "effect/Clock"
 import type * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
@@ -29,12 +30,14 @@ import type * as Timers from "./timers.js"
  */
 export type LoopInput = Engine.Event | { readonly _tag: "Task"; readonly run: Effect.Effect<void> }
 
-/** What the loop's synchronous parts need of the loop fiber: its id, and its metric labels. */
+/** What the loop's synchronous parts need of the loop fiber: its id, its metric labels and its clock. */
 export interface LoopFiber {
   /** Who asks a fiber to stop (as `Fiber.interruptFork` would, without a fiber to do the asking). */
   readonly id: FiberId.FiberId
   /** The labels `Metric.increment` would read in the loop fiber (set once, when the loop was forked). */
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+  /** The loop fiber's clock (read synchronously for each step's `now`; `TestClock` under test). */
+  readonly clock: Clock.Clock
 }
 
 /** A backend request the engine asked for. */
