@@ -29,7 +29,7 @@ import * as LeaseName from "../LeaseName.js"
 import type { ElectionError, LockError, LockOptions } from "../Simba.js"
 import type * as Term from "../Term.js"
 import * as Handles from "./handles.js"
-import { interruptSignal } from "./interrupt.js"
+import { interruptSignal, interruptSignalNow } from "./interrupt.js"
 import { offerNow, type Shell } from "./shell.js"
 
 /** The locks the current fiber (or a fiber it was forked from) holds, per client. */
@@ -44,7 +44,11 @@ const tryOnce = (options: LockOptions | undefined): boolean =>
 /** What a lock request ends with: the term, or `undefined` for a try-lock that did not get it. */
 type Acquired = Effect.Effect<Term.Term | undefined, ElectionError>
 
-/** A value set once, by a callback, and awaited by one fiber, before or after it is set. */
+/**
+ * A value set once, by a callback, and awaited by one fiber, before or after it is set. The wait has
+ * no canceler: the runtime ignores a resumption of a wait it interrupted, and a canceler would wrap
+ * every wait in an interruption handler (several runtime operations per lock).
+ */
 const oneShot = <A, E>() => {
   let value: Effect.Effect<A, E> | undefined
   let resume: ((value: Effect.Effect<A, E>) => void) | undefined
@@ -58,11 +62,8 @@ const oneShot = <A, E>() => {
     },
     await: Effect.suspend(() =>
       value ?? Effect.async<A, E>((callback) => {
-        if (value !== undefined) return callback(value)
-        resume = callback
-        return Effect.sync(() => {
-          resume = undefined
-        })
+        if (value !== undefined) callback(value)
+        else resume = callback
       })
     )
   }
@@ -186,6 +187,21 @@ export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.
     })
   )
 
+/**
+ * Waits for the body's fiber to end, and on the caller's interruption interrupts the body and waits
+ * for it (so the lease is released after the body stopped). One `async` with its canceler: as
+ * `Fiber.await` with `onInterrupt`, without the second interruption wrapper or a message to the fiber.
+ */
+const awaitBody = <A, E>(fiber: Fiber.RuntimeFiber<A, E>): Effect.Effect<Exit.Exit<A, E>> =>
+  Effect.async<Exit.Exit<A, E>>((resume) => {
+    const observer = (exit: Exit.Exit<A, E>) => resume(Effect.succeed(exit))
+    fiber.addObserver(observer)
+    return Effect.suspend(() => {
+      fiber.removeObserver(observer)
+      return Fiber.interrupt(fiber)
+    })
+  })
+
 /** Runs `body` holding the lock; `None` when a try-lock did not get it (the body did not run). */
 const runLocked = <A, E, R>(
   shell: Shell,
@@ -201,7 +217,13 @@ const runLocked = <A, E, R>(
       const single = tryOnce(options)
       // The body runs in a child fiber that the term's revocation interrupts (no race fiber).
       let running: Fiber.RuntimeFiber<A, E> | undefined
-      const request = startLock(shell, name, single, () => running === undefined ? Effect.void : interruptSignal(running))
+      // Revoked between the grant and the fork: the hook found no fiber to interrupt.
+      let revokedEarly = false
+      const request = startLock(shell, name, single, () => {
+        if (running === undefined) revokedEarly = true
+        // A body that already ended has nothing to interrupt (`Effect.void`: the loop goes on at once).
+        return running === undefined || running.unsafePoll() !== null ? Effect.void : interruptSignal(running)
+      })
       const holding = [...held, { shell, name }]
       const run = (term: Term.Term): Effect.Effect<Option.Option<A>, E | LockError, R> =>
         Effect.flatMap(
@@ -214,18 +236,21 @@ const runLocked = <A, E, R>(
             running = fiber
             // The lock is released as soon as the body ends, not when its caller next runs.
             fiber.addObserver(request.stopNow)
-            // Revoked between the grant and the fork: the hook found no fiber to interrupt. An
-            // interrupted caller stops the body before the lease is released.
-            return Effect.flatMap(term.revokedReason, (early) =>
-              (Option.isSome(early) ? interruptSignal(fiber) : Effect.void).pipe(
-                Effect.zipRight(restore(Fiber.await(fiber)).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))),
-                Effect.flatMap((exit) => outcome(name, term, exit))
-              ))
+            if (revokedEarly) interruptSignalNow(fiber, caller.id())
+            // An interrupted caller stops the body before the lease is released.
+            return Effect.flatMap(restore(awaitBody(fiber)), (exit) => outcome(name, term, exit))
           }
         )
-      return restore(awaitTerm(request, name, options, single)).pipe(
-        Effect.flatMap((term) => term === undefined ? Effect.succeed(Option.none()) : run(term)),
-        Effect.ensuring(request.stop)
+      // As `ensuring(request.stop)`: this region is uninterruptible already, so the match needs no mask of its own.
+      return Effect.matchCauseEffect(
+        Effect.flatMap(
+          restore(awaitTerm(request, name, options, single)),
+          (term) => term === undefined ? Effect.succeed(Option.none()) : run(term)
+        ),
+        {
+          onFailure: (cause) => Effect.zipRight(request.stop, Effect.failCause(cause)),
+          onSuccess: (result) => Effect.as(request.stop, result)
+        }
       )
     })
   )

@@ -97,5 +97,7 @@ export const onRevoked = (
   // The engine never waits for the work: it is asked to stop, not awaited.
   if (live.work !== undefined) interruptSignalNow(live.work, loop.id)
   const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
-  return hook?.onRevoked(live.term, effect.reason)
+  const revoked = hook?.onRevoked(live.term, effect.reason)
+  // `Effect.void`: nothing to run, the loop goes on with the step's next effect at once.
+  return revoked === Effect.void ? undefined : revoked
 }
