@@ -8,11 +8,14 @@
  * - session ids are never reused; tokens of one name only rise, forever, for a given store;
  * - a timed-out or failed call fails with `BackendError`, never succeeds silently.
  */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import * as Either from "effect/Either"
+import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
@@ -351,7 +354,9 @@ const isDefaultTracer = (tracer: Tracer.Tracer): boolean => {
  * The wrapper of one operation's calls, built once per operation: tags failures as `BackendError`,
  * counts outcomes (a call interrupted by its timeout counts as a failure), times it, and opens a span
  * when a tracer is installed. The metrics are updated as `Metric.increment` and `Metric.trackDuration`
- * would (the fiber's metric labels, the `Clock`), in one step at the call's exit.
+ * would (the fiber's metric labels, the `Clock`), in one step at the call's exit. Written with the
+ * runtime's primitives (one fiber read, one match) rather than `onExit` and `mapError`: it wraps
+ * every backend call, and each combinator is a runtime operation and an allocation (issue 11).
  */
 const instrumentCall = (backend: string) => (operation: Operation) => {
   const success = callCounter({ backend, operation, outcome: "success" })
@@ -361,20 +366,35 @@ const instrumentCall = (backend: string) => (operation: Operation) => {
     cause instanceof BackendError ? cause : new BackendError({ backend, operation, cause })
   const span = `simba.${operation}`
   const spanOptions = { attributes: { backend }, captureStackTrace: false } as const
-  const measured = <A>(call: Effect.Effect<A, unknown>): Effect.Effect<A, BackendError> =>
-    Effect.clockWith((clock) =>
-      FiberRef.getWith(FiberRef.currentMetricLabels, (labels) => {
-        const started = clock.unsafeCurrentTimeNanos()
-        return Effect.onExit(Effect.mapError(call, tag), (exit) =>
-          Effect.sync(() => {
-            ;(Exit.isSuccess(exit) ? success : failure).unsafeUpdate(1, labels)
-            latency.unsafeUpdate(Duration.nanos(clock.unsafeCurrentTimeNanos() - started), labels)
-          }))
+  const measured = <A>(call: Effect.Effect<A, unknown>, fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<A, BackendError> => {
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+    const started = clock.unsafeCurrentTimeNanos()
+    const exited = (succeeded: boolean) => {
+      ;(succeeded ? success : failure).unsafeUpdate(1, labels)
+      latency.unsafeUpdate(Duration.nanos(clock.unsafeCurrentTimeNanos() - started), labels)
+    }
+    // As `onExit`: the region is uninterruptible, so an interrupted call is counted too.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.matchCauseEffect(restore(call), {
+        onFailure: (cause) => {
+          exited(false)
+          // As `mapError`: the first failure tagged, or the cause as it is (a defect, an interruption).
+          const failed = Cause.failureOrCause(cause)
+          return Either.isLeft(failed) ? Effect.fail(tag(failed.left)) : Effect.failCause(failed.right)
+        },
+        onSuccess: (value) => {
+          exited(true)
+          return Effect.succeed(value)
+        }
       })
     )
+  }
   return <A>(call: Effect.Effect<A, unknown>): Effect.Effect<A, BackendError> =>
-    Effect.tracerWith((tracer) =>
-      isDefaultTracer(tracer) ? measured(call) : Effect.withSpan(measured(call), span, spanOptions)
+    Effect.withFiberRuntime((fiber) =>
+      isDefaultTracer(fiber.currentTracer)
+        ? measured(call, fiber)
+        : Effect.withSpan(measured(call, fiber), span, spanOptions)
     )
 }
 

@@ -30,10 +30,10 @@ export const timedOut = (shell: Shell, call: Call): Effect.Effect<void> =>
 
 /** Performs the `Call` effect sent at `now`. */
 export const perform = (shell: Shell, call: Call, now: number): Effect.Effect<void> => {
-  const attempt = BackendRequest.send(shell.backend, call.request).pipe(
-    Effect.catchAll((error): Effect.Effect<Engine.Response> =>
+  const attempt = Effect.catchAll(
+    BackendRequest.send(shell.backend, call.request),
+    (error): Effect.Effect<Engine.Response> =>
       Effect.succeed({ _tag: "Failed", error: error instanceof Error ? error.message : String(error) })
-    )
   )
   // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
   return CallSweeper.start(shell.calls, call.requestId, call, now + Math.ceil(call.timeout), now, attempt)

@@ -17,7 +17,7 @@ import { interruptSignal } from "./interrupt.js"
 interface InFlight<Call> {
   readonly call: Call
   readonly deadline: number
-  fiber: Fiber.RuntimeFiber<void> | undefined
+  fiber: Fiber.RuntimeFiber<unknown> | undefined
 }
 
 /** The sweeper fiber of the moment; a new one (a higher generation) replaces it for an earlier deadline. */
@@ -69,15 +69,13 @@ export const start = <Call, Reply>(
 ): Effect.Effect<void> => {
   const pending: InFlight<Call> = { call, deadline, fiber: undefined }
   calls.inFlight.set(id, pending)
-  return attempt.pipe(
+  return Effect.flatMap(
     // The sweeper may have answered for it already.
-    Effect.flatMap((reply) => calls.inFlight.delete(id) ? calls.onReply(call, reply) : Effect.void),
-    Effect.asVoid,
-    Effect.forkIn(calls.scope),
-    Effect.flatMap((fiber) => {
+    Effect.forkIn(Effect.flatMap(attempt, (reply) => calls.inFlight.delete(id) ? calls.onReply(call, reply) : Effect.void), calls.scope),
+    (fiber) => {
       pending.fiber = fiber
       return sweepBy(calls, deadline, now)
-    })
+    }
   )
 }
 
