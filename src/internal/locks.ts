@@ -45,27 +45,28 @@ const tryOnce = (options: LockOptions | undefined): boolean =>
 type Acquired = Effect.Effect<Term.Term | undefined, ElectionError>
 
 /**
- * A value set once, by a callback, and awaited by one fiber, before or after it is set. The wait has
- * no canceler: the runtime ignores a resumption of a wait it interrupted, and a canceler would wrap
- * every wait in an interruption handler (several runtime operations per lock).
+ * A value set once, by a callback, and awaited by one fiber (or one callback), before or after it is
+ * set. The wait has no canceler: the runtime ignores a resumption of a wait it interrupted, and a
+ * canceler would wrap every wait in an interruption handler (several runtime operations per lock).
  */
 const oneShot = <A, E>() => {
   let value: Effect.Effect<A, E> | undefined
-  let resume: ((value: Effect.Effect<A, E>) => void) | undefined
+  let waiter: ((value: Effect.Effect<A, E>) => void) | undefined
+  /** Calls `callback` with the value once it is set (at once if it is); replaces an earlier waiter. */
+  const whenSet = (callback: (value: Effect.Effect<A, E>) => void): void => {
+    if (value !== undefined) callback(value)
+    else waiter = callback
+  }
   return {
     set: (next: Effect.Effect<A, E>): void => {
       if (value !== undefined) return
       value = next
-      const waiting = resume
-      resume = undefined
+      const waiting = waiter
+      waiter = undefined
       waiting?.(next)
     },
-    await: Effect.suspend(() =>
-      value ?? Effect.async<A, E>((callback) => {
-        if (value !== undefined) callback(value)
-        else resume = callback
-      })
-    )
+    whenSet,
+    await: Effect.suspend(() => value ?? Effect.async<A, E>(whenSet))
   }
 }
 
@@ -81,11 +82,18 @@ interface LockRequest {
   readonly acquired: Acquired
   readonly stop: Effect.Effect<void>
   readonly stopNow: () => void
+  /** Calls `callback` once the engine answered the stop (at once if it has). */
+  readonly afterStop: (callback: () => void) => void
 }
 
 const closed: Acquired = Effect.fail(new SimbaClosedError())
 const notHeld: Acquired = Effect.succeed(undefined)
-const stoppedAtClose: LockRequest = { acquired: closed, stop: Effect.void, stopNow: () => undefined }
+const stoppedAtClose: LockRequest = {
+  acquired: closed,
+  stop: Effect.void,
+  stopNow: () => undefined,
+  afterStop: (callback) => callback()
+}
 
 /**
  * Registers the hooks of a new lock handle and queues its `Start` (at once: call it where the caller
@@ -110,11 +118,10 @@ const startLock = (shell: Shell, name: string, single: boolean, onRevoked: () =>
     offerNow(shell, { _tag: "Stop", handle, completion })
   }
   shell.hooks.set(handle, {
-    onElected: (term) =>
-      Effect.sync(() => {
-        acquired.set(Effect.succeed(term))
-        return Option.none()
-      }),
+    onElected: (term) => {
+      acquired.set(Effect.succeed(term))
+      return undefined
+    },
     onRevoked
   })
   const completion = shell.nextId++
@@ -138,7 +145,8 @@ const startLock = (shell: Shell, name: string, single: boolean, onRevoked: () =>
       stopNow()
       return stopped.await
     }),
-    stopNow
+    stopNow,
+    afterStop: (callback) => stopped.whenSet(callback)
   }
 }
 
@@ -188,13 +196,16 @@ export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.
   )
 
 /**
- * Waits for the body's fiber to end, and on the caller's interruption interrupts the body and waits
- * for it (so the lease is released after the body stopped). One `async` with its canceler: as
- * `Fiber.await` with `onInterrupt`, without the second interruption wrapper or a message to the fiber.
+ * Waits for the body's fiber to end and its lock's stop to be answered (the caller is resumed once,
+ * after both), and on the caller's interruption interrupts the
+ * body and waits for it (so the lease is released after the body stopped). One `async` with its
+ * canceler: as `Fiber.await` with `onInterrupt`, without the second interruption wrapper, a message
+ * to the fiber, or a second wait for the stop.
  */
-const awaitBody = <A, E>(fiber: Fiber.RuntimeFiber<A, E>): Effect.Effect<Exit.Exit<A, E>> =>
+const awaitBody = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, request: LockRequest): Effect.Effect<Exit.Exit<A, E>> =>
   Effect.async<Exit.Exit<A, E>>((resume) => {
-    const observer = (exit: Exit.Exit<A, E>) => resume(Effect.succeed(exit))
+    // The body's exit has sent the stop already (`runLocked` observes it first).
+    const observer = (exit: Exit.Exit<A, E>) => request.afterStop(() => resume(Effect.succeed(exit)))
     fiber.addObserver(observer)
     return Effect.suspend(() => {
       fiber.removeObserver(observer)
@@ -238,7 +249,7 @@ const runLocked = <A, E, R>(
             fiber.addObserver(request.stopNow)
             if (revokedEarly) interruptSignalNow(fiber, caller.id())
             // An interrupted caller stops the body before the lease is released.
-            return Effect.flatMap(restore(awaitBody(fiber)), (exit) => outcome(name, term, exit))
+            return Effect.flatMap(restore(awaitBody(fiber, request)), (exit) => outcome(name, term, exit))
           }
         )
       // As `ensuring(request.stop)`: this region is uninterruptible already, so the match needs no mask of its own.

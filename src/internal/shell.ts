@@ -45,11 +45,14 @@ export type Call = Extract<Engine.Effect, { _tag: "Call" }>
 
 /** What the shell does with the terms of one handle (an election, a lock or a partition group). */
 export interface Hooks {
-  /** Returns the work to run for the term, if any. */
+  /**
+   * Returns the work to run for the term, if any; `undefined` when the hook did all it had to at once
+   * and the term has no work (a lock: the loop then goes on without an Effect).
+   */
   readonly onElected: (
     term: Term.Term,
     partition: number | undefined
-  ) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>>
+  ) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>> | undefined
   readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
   /**
    * The work of a term failed (not by its revocation) after running `ranFor` millis: the cooldown

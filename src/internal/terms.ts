@@ -19,24 +19,27 @@ export const onElected = (
   shell: Shell,
   effect: Extract<Engine.Effect, { _tag: "Elected" }>,
   loop: LoopFiber
-): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const revoked = Term.revocation()
-    const cell = SessionDeadline.cellOf(shell.deadline, effect.sessionSeq)
-    const term = Term.makeLive(effect.name, effect.token, effect.sessionId, cell, revoked)
-    const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
-    shell.terms.set(effect.termId, live)
-    const metrics = Metrics.forLease(effect.name, effect.group)
-    metrics.termsWon.unsafeUpdate(1, loop.metricLabels)
-    metrics.leaderTerms.unsafeModify(1, loop.metricLabels)
-    const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
-    if (hook === undefined) return effect.hasWork ? Effect.sync(() => workExited(shell, effect, undefined)) : Effect.void
-    return Effect.flatMap(hook.onElected(term, effect.partition), (work) => {
-      if (Option.isSome(work)) return runWork(shell, effect, live, hook, work.value)
-      // The engine waits for the work it was told of; for a term without work it waits for nothing.
-      return effect.hasWork ? Effect.sync(() => workExited(shell, effect, undefined)) : Effect.void
-    })
+): Effect.Effect<void> | undefined => {
+  const revoked = Term.revocation()
+  const cell = SessionDeadline.cellOf(shell.deadline, effect.sessionSeq)
+  const term = Term.makeLive(effect.name, effect.token, effect.sessionId, cell, revoked)
+  const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
+  shell.terms.set(effect.termId, live)
+  const metrics = Metrics.forLease(effect.name, effect.group)
+  metrics.termsWon.unsafeUpdate(1, loop.metricLabels)
+  metrics.leaderTerms.unsafeModify(1, loop.metricLabels)
+  const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
+  const elected = hook?.onElected(term, effect.partition)
+  if (hook === undefined || elected === undefined) {
+    // The engine waits for the work it was told of; for a term without work it waits for nothing.
+    if (effect.hasWork) workExited(shell, effect, undefined)
+    return undefined
+  }
+  return Effect.flatMap(elected, (work) => {
+    if (Option.isSome(work)) return runWork(shell, effect, live, hook, work.value)
+    return effect.hasWork ? Effect.sync(() => workExited(shell, effect, undefined)) : Effect.void
   })
+}
 
 /** Tells the engine the term's work exited (`stepDown`: the cooldown after a failure of its own). */
 const workExited = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>, stepDown: number | undefined) =>
