@@ -1,5 +1,6 @@
 /**
- * The engine's `Call` effects: each backend call runs in its own fiber, timed out by the client's
+ * The engine's `Call` effects: each backend call runs in its own fiber (started at once, in the loop's
+ * turn: the request is on its way before the step's other effects), timed out by the client's
  * call sweeper one renewal period after it was sent, and is answered to the engine exactly once as a
  * `Reply` event (`Failed` for an error or a timeout).
  */
@@ -8,7 +9,7 @@ import type * as Engine from "../Engine.js"
 import { BackendError } from "../LeaseBackend.js"
 import * as BackendRequest from "./backendRequest.js"
 import * as CallSweeper from "./callSweeper.js"
-import { type Call, offer, type Shell } from "./shell.js"
+import { type Call, type LoopFiber, offer, type Shell } from "./shell.js"
 
 /** Answers `call` to the engine. */
 export const reply = (shell: Shell, call: Call, response: Engine.Response): Effect.Effect<void> =>
@@ -28,13 +29,9 @@ export const timedOut = (shell: Shell, call: Call): Effect.Effect<void> =>
     }).message
   })
 
-/** Performs the `Call` effect sent at `now`. */
-export const perform = (shell: Shell, call: Call, now: number): Effect.Effect<void> => {
-  const attempt = Effect.catchAll(
-    BackendRequest.send(shell.backend, call.request),
-    (error): Effect.Effect<Engine.Response> =>
-      Effect.succeed({ _tag: "Failed", error: error instanceof Error ? error.message : String(error) })
-  )
+/** Performs the `Call` effect sent at `now`: the call starts at once, in a fiber of its own. */
+export const perform = (shell: Shell, call: Call, now: number, loop: LoopFiber): void => {
+  const attempt = BackendRequest.attempt(shell.backend, call.request)
   // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
-  return CallSweeper.start(shell.calls, call.requestId, call, now + Math.ceil(call.timeout), now, attempt)
+  CallSweeper.start(shell.calls, call.requestId, call, now + Math.ceil(call.timeout), now, attempt, loop.fork, loop.id)
 }

@@ -7,22 +7,32 @@ import * as Effect from "effect/Effect"
 import type * as Engine from "../Engine.js"
 import type { BackendError, LeaseBackendService } from "../LeaseBackend.js"
 
-/** Sends `request` to `backend` and translates the answer for the engine. */
-export const send = (
-  backend: LeaseBackendService,
-  request: Engine.Request
-): Effect.Effect<Engine.Response, BackendError> => {
+/** A failed call as the engine reads it (a service not built by `LeaseBackend.make` may fail with anything). */
+const failed = (error: unknown): Engine.Response => ({
+  _tag: "Failed",
+  error: error instanceof Error ? error.message : String(error)
+})
+
+/** The backend's answer through `translate`, or `Failed`: one match per call, never a failure. */
+const answer = <A>(call: Effect.Effect<A, BackendError>, translate: (reply: A) => Engine.Response) =>
+  Effect.match(call, { onFailure: failed, onSuccess: translate })
+
+const done: Engine.Response = { _tag: "Done" }
+const isDone = (): Engine.Response => done
+
+/** Sends `request` to `backend` and translates the answer for the engine (a failure is `Failed`). */
+export const attempt = (backend: LeaseBackendService, request: Engine.Request): Effect.Effect<Engine.Response> => {
   switch (request._tag) {
     case "OpenSession":
-      return Effect.map(backend.openSession(Duration.millis(request.ttl)), (opened) => ({
-        _tag: "Opened" as const,
+      return answer(backend.openSession(Duration.millis(request.ttl)), (opened) => ({
+        _tag: "Opened",
         sessionId: opened.sessionId,
         remaining: Duration.toMillis(opened.remaining)
       }))
     case "KeepAlive":
-      return Effect.map(
+      return answer(
         backend.keepAlive(request.sessionId, Duration.millis(request.ttl), request.known),
-        (reply): Engine.Response =>
+        (reply) =>
           reply._tag === "Expired"
             ? { _tag: "Expired" }
             : {
@@ -34,9 +44,9 @@ export const send = (
             }
       )
     case "CloseSession":
-      return Effect.as(backend.closeSession(request.sessionId), { _tag: "Done" as const })
+      return answer(backend.closeSession(request.sessionId), isDone)
     case "Acquire":
-      return Effect.map(backend.acquire(request.sessionId, request.name), (reply): Engine.Response => {
+      return answer(backend.acquire(request.sessionId, request.name), (reply) => {
         switch (reply._tag) {
           case "Granted":
             return { _tag: "Granted", token: reply.token }
@@ -51,18 +61,18 @@ export const send = (
         }
       })
     case "Release":
-      return Effect.as(backend.release(request.sessionId, request.name, request.token), { _tag: "Done" as const })
+      return answer(backend.release(request.sessionId, request.name, request.token), isDone)
     case "Withdraw":
-      return Effect.as(backend.withdraw(request.sessionId, request.name), { _tag: "Done" as const })
+      return answer(backend.withdraw(request.sessionId, request.name), isDone)
     case "Join":
-      return Effect.map(
+      return answer(
         backend.join(request.sessionId, request.group),
-        (reply): Engine.Response => reply === "Joined" ? { _tag: "Joined" } : { _tag: "Expired" }
+        (reply) => reply === "Joined" ? { _tag: "Joined" } : { _tag: "Expired" }
       )
     case "Leave":
-      return Effect.as(backend.leave(request.sessionId, request.group), { _tag: "Done" as const })
+      return answer(backend.leave(request.sessionId, request.group), isDone)
     case "Members":
-      return Effect.map(backend.members(request.group), (members) => ({ _tag: "MemberList" as const, members }))
+      return answer(backend.members(request.group), (members) => ({ _tag: "MemberList", members }))
   }
 }
 

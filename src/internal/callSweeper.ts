@@ -9,10 +9,10 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
-import type * as Scope from "effect/Scope"
+import * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import * as Term from "../Term.js"
-import { interruptSignal } from "./interrupt.js"
+import { interruptSignal, interruptSignalNow } from "./interrupt.js"
 
 interface InFlight<Call> {
   readonly call: Call
@@ -29,8 +29,6 @@ interface Sweeper {
 }
 
 export interface CallSweeper<Call, Reply> {
-  /** Where the calls' fibers and the sweeper run. */
-  readonly scope: Scope.Scope
   /** Delivers the reply of a call that has not timed out. */
   readonly onReply: (call: Call, reply: Reply) => Effect.Effect<unknown>
   /** Answers a call whose deadline passed (its fiber has been told to stop). */
@@ -41,12 +39,18 @@ export interface CallSweeper<Call, Reply> {
   generation: number
 }
 
+/**
+ * How the sweeper starts a fiber: at once, in the caller's turn, on the runtime of the fiber that
+ * starts calls (the client's loop: `Runtime.runFork` of its runtime). Not `Effect.forkIn` a scope,
+ * which costs the loop a few runtime operations and a scope entry per call (issue 11): the fibers are
+ * not in a scope, `interruptAll` stops them when the client closes.
+ */
+export type Fork = <A>(effect: Effect.Effect<A>) => Fiber.RuntimeFiber<A>
+
 export const make = <Call, Reply>(options: {
-  readonly scope: Scope.Scope
   readonly onReply: (call: Call, reply: Reply) => Effect.Effect<unknown>
   readonly onTimeout: (call: Call) => Effect.Effect<unknown>
 }): CallSweeper<Call, Reply> => ({
-  scope: options.scope,
   onReply: options.onReply,
   onTimeout: options.onTimeout,
   inFlight: new Map(),
@@ -55,9 +59,9 @@ export const make = <Call, Reply>(options: {
 })
 
 /**
- * Registers the call `id`, sent at `now` and due by `deadline`, and returns the effect that runs
- * `attempt` (which must not fail) for it in a fiber of the sweeper's scope. The call is registered
- * when this is called (the shell runs the effect at once), so nothing is allocated beyond its entry.
+ * Registers the call `id`, sent at `now` and due by `deadline`, and starts `attempt` (which must not
+ * fail) for it in a fiber of its own, at once (`fork`; `by` is who interrupts a replaced sweeper).
+ * A call that answers at once (a backend without I/O) is done before this returns.
  */
 export const start = <Call, Reply>(
   calls: CallSweeper<Call, Reply>,
@@ -65,19 +69,31 @@ export const start = <Call, Reply>(
   call: Call,
   deadline: number,
   now: number,
-  attempt: Effect.Effect<Reply>
-): Effect.Effect<void> => {
+  attempt: Effect.Effect<Reply>,
+  fork: Fork,
+  by: FiberId.FiberId
+): void => {
   const pending: InFlight<Call> = { call, deadline, fiber: undefined }
   calls.inFlight.set(id, pending)
-  return Effect.flatMap(
-    // The sweeper may have answered for it already.
-    Effect.forkIn(Effect.flatMap(attempt, (reply) => calls.inFlight.delete(id) ? calls.onReply(call, reply) : Effect.void), calls.scope),
-    (fiber) => {
-      pending.fiber = fiber
-      return sweepBy(calls, deadline, now)
-    }
-  )
+  // The sweeper may have answered for it already.
+  const fiber = fork(Effect.flatMap(attempt, (reply) => calls.inFlight.delete(id) ? calls.onReply(call, reply) : Effect.void))
+  if (calls.inFlight.get(id) !== pending) return
+  pending.fiber = fiber
+  sweepBy(calls, deadline, now, fork, by)
 }
+
+/**
+ * Interrupts every call in flight and the sweeper, and waits for them (the client's scope closing,
+ * after its session was closed). Calls started later are not tracked: nothing starts any after.
+ */
+export const interruptAll = <Call, Reply>(calls: CallSweeper<Call, Reply>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const fibers: Array<Fiber.RuntimeFiber<unknown>> = []
+    for (const pending of calls.inFlight.values()) if (pending.fiber !== undefined) fibers.push(pending.fiber)
+    if (calls.sweeper?.fiber !== undefined) fibers.push(calls.sweeper.fiber)
+    calls.sweeper = undefined
+    return Fiber.interruptAll(fibers)
+  })
 
 /**
  * Times out every call whose deadline has passed and returns how long to sleep until the next one
@@ -119,17 +135,11 @@ const runSweeper = <Call, Reply>(calls: CallSweeper<Call, Reply>, generation: nu
   })
 
 /** Makes sure a sweeper wakes by `at`, replacing one that would wake later. */
-const sweepBy = <Call, Reply>(calls: CallSweeper<Call, Reply>, at: number, now: number): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (calls.sweeper !== undefined && calls.sweeper.at <= at) return Effect.void
-    const previous = calls.sweeper?.fiber
-    const current: Sweeper = { generation: ++calls.generation, at, fiber: undefined }
-    calls.sweeper = current
-    return runSweeper(calls, current.generation, Math.max(0, Math.ceil(at - now))).pipe(
-      Effect.forkIn(calls.scope),
-      Effect.flatMap((fiber) => {
-        current.fiber = fiber
-        return previous === undefined ? Effect.void : interruptSignal(previous)
-      })
-    )
-  })
+const sweepBy = <Call, Reply>(calls: CallSweeper<Call, Reply>, at: number, now: number, fork: Fork, by: FiberId.FiberId): void => {
+  if (calls.sweeper !== undefined && calls.sweeper.at <= at) return
+  const previous = calls.sweeper?.fiber
+  const current: Sweeper = { generation: ++calls.generation, at, fiber: undefined }
+  calls.sweeper = current
+  current.fiber = fork(runSweeper(calls, current.generation, Math.max(0, Math.ceil(at - now))))
+  if (previous !== undefined) interruptSignalNow(previous, by)
+}

@@ -69,13 +69,15 @@ export const makeWithShell = (
       terms: new Map(),
       deadline: SessionDeadline.make(),
       calls: CallSweeper.make<Call, Engine.Response>({
-        scope,
         onReply: (call, response) => BackendCalls.reply(shell, call, response),
         onTimeout: (call) => BackendCalls.timedOut(shell, call)
       }),
       nextId: 1
     }
 
+    // The calls' fibers are started by the loop outside the scope (`CallSweeper.Fork`): stopped here,
+    // after the loop (finalizers run in reverse order).
+    yield* Scope.addFinalizer(scope, CallSweeper.interruptAll(shell.calls))
     yield* Effect.forkIn(Loop.run(shell), scope)
     yield* Effect.forkIn(Loop.forwardHints(shell), scope)
     offerNow(shell, { _tag: "Boot" })

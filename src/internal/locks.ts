@@ -197,20 +197,13 @@ export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.
 
 /**
  * Waits for the body's fiber to end and its lock's stop to be answered (the caller is resumed once,
- * after both), and on the caller's interruption interrupts the
- * body and waits for it (so the lease is released after the body stopped). One `async` with its
- * canceler: as `Fiber.await` with `onInterrupt`, without the second interruption wrapper, a message
- * to the fiber, or a second wait for the stop.
+ * after both). No canceler (it would wrap the wait in an interruption handler): an interrupted caller
+ * stops the body in `runLocked`'s failure handler, before the lock is released.
  */
 const awaitBody = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, request: LockRequest): Effect.Effect<Exit.Exit<A, E>> =>
   Effect.async<Exit.Exit<A, E>>((resume) => {
     // The body's exit has sent the stop already (`runLocked` observes it first).
-    const observer = (exit: Exit.Exit<A, E>) => request.afterStop(() => resume(Effect.succeed(exit)))
-    fiber.addObserver(observer)
-    return Effect.suspend(() => {
-      fiber.removeObserver(observer)
-      return Fiber.interrupt(fiber)
-    })
+    fiber.addObserver((exit) => request.afterStop(() => resume(Effect.succeed(exit))))
   })
 
 /** Runs `body` holding the lock; `None` when a try-lock did not get it (the body did not run). */
@@ -248,7 +241,6 @@ const runLocked = <A, E, R>(
             // The lock is released as soon as the body ends, not when its caller next runs.
             fiber.addObserver(request.stopNow)
             if (revokedEarly) interruptSignalNow(fiber, caller.id())
-            // An interrupted caller stops the body before the lease is released.
             return Effect.flatMap(restore(awaitBody(fiber, request)), (exit) => outcome(name, term, exit))
           }
         )
@@ -259,7 +251,14 @@ const runLocked = <A, E, R>(
           (term) => term === undefined ? Effect.succeed(Option.none()) : run(term)
         ),
         {
-          onFailure: (cause) => Effect.zipRight(request.stop, Effect.failCause(cause)),
+          onFailure: (cause) => {
+            // An interrupted caller stops the body (and waits for it) before the lock is released.
+            const body = running
+            const stopped = body === undefined || body.unsafePoll() !== null
+              ? request.stop
+              : Effect.zipRight(Fiber.interrupt(body), request.stop)
+            return Effect.zipRight(stopped, Effect.failCause(cause))
+          },
           onSuccess: (result) => Effect.as(request.stop, result)
         }
       )

@@ -10,6 +10,7 @@
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
+import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
 import * as LeaseBackend from "../LeaseBackend.js"
@@ -26,7 +27,8 @@ import * as Timers from "./timers.js"
 const perform = (shell: Shell, effect: Engine.Effect, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
   switch (effect._tag) {
     case "Call":
-      return BackendCalls.perform(shell, effect, now)
+      BackendCalls.perform(shell, effect, now, loop)
+      return undefined
     case "Arm":
       return Timers.arm(shell.timers, effect.key, effect.id, effect.at, loop.id)
     case "Disarm":
@@ -108,9 +110,9 @@ const drain = (shell: Shell, loop: LoopFiber): Effect.Effect<void> => {
 /** The loop, forever. */
 export const run = (shell: Shell): Effect.Effect<never> =>
   Effect.flatMap(
-    Effect.all([Effect.fiberId, FiberRef.get(FiberRef.currentMetricLabels), Effect.clock]),
-    ([id, metricLabels, clock]) => {
-      const loop: LoopFiber = { id, metricLabels, clock }
+    Effect.all([Effect.fiberId, FiberRef.get(FiberRef.currentMetricLabels), Effect.clock, Effect.runtime<never>()]),
+    ([id, metricLabels, clock, runtime]) => {
+      const loop: LoopFiber = { id, metricLabels, clock, fork: Runtime.runFork(runtime) }
       // Not `Effect.forever`, which yields to the scheduler after every event.
       return Effect.whileLoop({
         while: () => true,

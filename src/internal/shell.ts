@@ -30,7 +30,7 @@ import type * as Timers from "./timers.js"
  */
 export type LoopInput = Engine.Event | { readonly _tag: "Task"; readonly run: Effect.Effect<void> }
 
-/** What the loop's synchronous parts need of the loop fiber: its id, its metric labels and its clock. */
+/** What the loop's synchronous parts need of the loop fiber: its id, metric labels, clock and runtime. */
 export interface LoopFiber {
   /** Who asks a fiber to stop (as `Fiber.interruptFork` would, without a fiber to do the asking). */
   readonly id: FiberId.FiberId
@@ -38,6 +38,8 @@ export interface LoopFiber {
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
   /** The loop fiber's clock (read synchronously for each step's `now`; `TestClock` under test). */
   readonly clock: Clock.Clock
+  /** Starts a fiber at once on the loop fiber's runtime (its fiber refs and services): backend calls. */
+  readonly fork: CallSweeper.Fork
 }
 
 /** A backend request the engine asked for. */
@@ -74,7 +76,7 @@ export interface Shell {
   readonly backend: LeaseBackendService
   /** The lowest level of the lifecycle logs (`logs.ts`), from the config's `logLevel`. */
   readonly logLevel: LogLevel.LogLevel
-  /** The client's fibers (loop, timer, calls, sweeper); closed after the session was closed. */
+  /** The client's fibers (loop, timer; calls and sweeper by a finalizer); closed after the session was closed. */
   readonly scope: Scope.Scope
   /** The engine's input (and the loop's tasks), taken by the loop fiber. */
   readonly events: Mailbox.Mailbox<LoopInput>

@@ -3,7 +3,7 @@
  * its deadline, by a timeout; one sweeper fiber sleeps until the earliest deadline.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Exit, Fiber, Option, Ref } from "effect"
+import { Clock, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
 import * as CallSweeper from "../../src/internal/callSweeper.js"
 import { advance, settle } from "./helpers.js"
 
@@ -19,16 +19,19 @@ const makeSweeper = Effect.gen(function*() {
   const record = (call: string, answer: string) =>
     Effect.flatMap(Clock.currentTimeMillis, (at) => Ref.update(answers, (all) => [...all, { at, call, answer }]))
   const calls = CallSweeper.make<string, string>({
-    scope: yield* Effect.scope,
     onReply: record,
     onTimeout: (call) => record(call, "timed out")
   })
+  // As the client does: calls start on this fiber's runtime, and are stopped when the scope closes.
+  const fork = Runtime.runFork(yield* Effect.runtime<never>())
+  const by = yield* Effect.fiberId
+  yield* Effect.addFinalizer(() => CallSweeper.interruptAll(calls))
   let nextId = 1
   /** Sends `call` now, due `timeout` millis later, answered by `attempt` unless it times out first. */
   const send = (call: string, timeout: number, attempt: Effect.Effect<string>) =>
     Effect.flatMap(
       Clock.currentTimeMillis,
-      (now) => CallSweeper.start(calls, nextId++, call, now + timeout, now, attempt)
+      (now) => Effect.sync(() => CallSweeper.start(calls, nextId++, call, now + timeout, now, attempt, fork, by))
     )
   return { calls, send, answers: Ref.get(answers) }
 })

@@ -254,6 +254,11 @@ export const tracker = (
           }
         })
     )
+    // Interrupted (the client's call timeout, or the tracker's own below), a call is forgotten at once
+    // when ioredis may never settle it; when ioredis times it out itself, it is forgotten when that
+    // happens (within `commandTimeout`), and the wait needs no canceler: a canceler wraps every call
+    // in an interruption handler, several runtime operations each (issue 11). A late settle of an
+    // interrupted wait is ignored by the runtime.
     const settled = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
       Effect.async<A, BackendError>((resume) => {
         // Never into an offline queue (a client you bring may have one): it would be sent late.
@@ -288,6 +293,7 @@ export const tracker = (
             settle(Effect.fail(backendError(operation, scrub(cause))))
           }
         )
+        if (ownTimeout) return
         return Effect.sync(() => {
           open = false
           inFlight.delete(onClose)
