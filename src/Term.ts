@@ -185,9 +185,10 @@ export const makeLive = (
 
 /** Millis to the local deadline; zero once revoked or past it. */
 const remainingMillis = (deadline: DeadlineSource, revoked: RevocationSource): Effect.Effect<number> =>
-  Effect.gen(function*() {
-    if ((yield* reasonOf(revoked)) !== undefined) return 0
-    const at = Effect.isEffect(deadline) ? yield* deadline : deadline.deadline
-    const now = yield* monotonicMillis
-    return Math.max(0, at - now)
+  // Combinators, not `Effect.gen`: fenced writes check their term on every write (a generator costs
+  // more than the rest of the check).
+  Effect.flatMap(reasonOf(revoked), (reason) => {
+    if (reason !== undefined) return Effect.succeed(0)
+    const left = (at: number) => Effect.map(monotonicMillis, (now) => Math.max(0, at - now))
+    return Effect.isEffect(deadline) ? Effect.flatMap(deadline, left) : left(deadline.deadline)
   })
