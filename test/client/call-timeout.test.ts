@@ -4,8 +4,8 @@
  * that comes after its call timed out is dropped (the engine hears about each call once).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Option } from "effect"
-import { MemoryBackend } from "simba"
+import { Clock, Effect, Exit, Option, Ref, Scope } from "effect"
+import { LeaseBackend, MemoryBackend, Simba } from "simba"
 import { advance, makeClient, type Recorded } from "./helpers.js"
 
 // leaseDuration 3 s: renewInterval (and every call's timeout) 1 s.
@@ -69,5 +69,29 @@ describe("backend call timeouts", () => {
       yield* advance("5 seconds")
       expect(Option.isSome(yield* election.term)).toBe(true)
       expect(failures(yield* c.events.get).filter((f) => f.operation === "acquire")).toHaveLength(1)
+    }))
+
+  it.scoped("a call still in flight when the client closes is interrupted by the close (calls run outside the scope's fibers)", () =>
+    Effect.gen(function*() {
+      const memory = yield* MemoryBackend.make
+      const interrupted = yield* Ref.make(0)
+      // Every acquire hangs until interrupted; the rest is the memory backend's.
+      const hanging: LeaseBackend.LeaseBackendService = {
+        ...memory,
+        acquire: () => Effect.never.pipe(Effect.onInterrupt(() => Ref.update(interrupted, (n) => n + 1)))
+      }
+      const scope = yield* Scope.make()
+      const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
+        Effect.provideService(LeaseBackend.LeaseBackend, hanging),
+        Scope.extend(scope),
+        Effect.orDie
+      )
+      yield* advance("100 millis")
+      yield* client.election("hung").pipe(Scope.extend(scope))
+      yield* advance("100 millis")
+      // Sent, not answered, not timed out (its deadline is 1 s away).
+      expect(yield* Ref.get(interrupted)).toBe(0)
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* Ref.get(interrupted)).toBe(1)
     }))
 })
