@@ -1,11 +1,12 @@
 /**
- * The loop fiber: takes an event, runs `Engine.step` with `now` from the clock, and performs the
- * effects in order. Only this fiber sets the engine state.
+ * The loop fiber: takes the queued inputs, runs `Engine.step` on each with `now` from the clock, and
+ * performs the effects in order. Only this fiber sets the engine state.
  *
- * Most effects are done synchronously (a deadline cell, a completion, an event published with no log
- * line to write, a timer cancelled): only the ones that fork or run a hook are Effects, and the rest
- * of a step's effects are chained after them, so the order is kept at the cost of one Effect per
- * effect that needs one (a step of an uncontended lock has one or two).
+ * Most effects are done synchronously (a backend call started, a deadline cell, a completion, an
+ * event published with no log line to write, a timer cancelled, a lock's grant): only the ones that
+ * run a hook's Effect, arm a timer or write a log line are Effects, and the rest of a step's effects
+ * are chained after them, so the order is kept at the cost of one Effect per effect that needs one
+ * (a step of an uncontended lock has none).
  */
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"

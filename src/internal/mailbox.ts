@@ -1,7 +1,8 @@
 /**
  * The loop's input: an array and the loop fiber's wake-up. A `Queue` makes a `Deferred` each time
  * its taker waits, which here is once per event; this makes nothing but the wait itself.
- * Offering never waits (unbounded) and takes effect at once; one fiber takes.
+ * Offering never waits (unbounded) and takes effect at once; one fiber takes: it polls what is
+ * there, waits with `waitForItem` when nothing is, and asks `mustYield` before each item (`loop.ts`).
  */
 import * as Effect from "effect/Effect"
 
@@ -87,10 +88,3 @@ export const mustYield = <A>(box: Mailbox<A>): boolean => {
   })
   return false
 }
-
-/** The oldest item, waiting for one if there is none (and letting the event loop turn: see `mustYield`). */
-export const take = <A>(box: Mailbox<A>): Effect.Effect<A> =>
-  Effect.suspend(() => mustYield(box) ? Effect.zipRight(nextTurn, takeNow(box)) : takeNow(box))
-
-const takeNow = <A>(box: Mailbox<A>): Effect.Effect<A> =>
-  Effect.suspend(() => size(box) > 0 ? Effect.succeed(poll(box)) : Effect.zipRight(waitForItem(box), takeNow(box)))
