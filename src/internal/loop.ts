@@ -4,9 +4,9 @@
  *
  * Most effects are done synchronously (a backend call started, a deadline cell, a completion, an
  * event published with no log line to write, a timer cancelled, a lock's grant): only the ones that
- * run a hook's Effect, start the timers' sleeper or write a log line are Effects, and the rest of a step's effects
- * are chained after them, so the order is kept at the cost of one Effect per effect that needs one
- * (a step of an uncontended lock has none).
+ * run a hook's Effect, start the timers' sleeper or write a log line are Effects, and the rest of a
+ * step's effects are chained after them, so the order is kept at the cost of one Effect per effect
+ * that needs one (a step of an uncontended lock has none).
  */
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
