@@ -99,7 +99,12 @@ const stoppedAtClose: LockRequest = {
  * Registers the hooks of a new lock handle and queues its `Start` (at once: call it where the caller
  * cannot be interrupted before `stop` is sure to run). `onRevoked` runs in the loop when the term ends.
  */
-const startLock = (shell: Shell, name: string, single: boolean, onRevoked: () => Effect.Effect<void>): LockRequest => {
+const startLock = (
+  shell: Shell,
+  name: string,
+  single: boolean,
+  onRevoked: () => Effect.Effect<void> | undefined
+): LockRequest => {
   if (shell.isShutDown) return stoppedAtClose
   const acquired = oneShot<Term.Term | undefined, ElectionError>()
   const stopped = oneShot<void, never>()
@@ -171,7 +176,7 @@ const refused = (
   return holdsIn(held, shell, name) ? Effect.fail(new LockReentryError({ lease: name })) : undefined
 }
 
-const nothingToInterrupt = () => Effect.void
+const nothingToInterrupt = () => undefined
 
 export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
@@ -225,8 +230,8 @@ const runLocked = <A, E, R>(
       let revokedEarly = false
       const request = startLock(shell, name, single, () => {
         if (running === undefined) revokedEarly = true
-        // A body that already ended has nothing to interrupt (`Effect.void`: the loop goes on at once).
-        return running === undefined || running.unsafePoll() !== null ? Effect.void : interruptSignal(running)
+        // A body that already ended has nothing to interrupt.
+        return running === undefined || running.unsafePoll() !== null ? undefined : interruptSignal(running)
       })
       const holding = [...held, { shell, name }]
       const run = (term: Term.Term): Effect.Effect<Option.Option<A>, E | LockError, R> =>

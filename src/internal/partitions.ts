@@ -37,7 +37,7 @@ export const partitionGroup = <E, R>(
                   ? Option.none()
                   : Option.some(WorkFailure.withRestart(term.name, options, Effect.provide(work(partition, term), context)))
               ),
-            onRevoked: () => Effect.void,
+            onRevoked: () => undefined,
             // Per partition: one failing partition backs off alone.
             onWorkFailed: (partition, ranFor) => backoff.failed(partition ?? -1, ranFor)
           })

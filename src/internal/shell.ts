@@ -55,7 +55,8 @@ export interface Hooks {
     term: Term.Term,
     partition: number | undefined
   ) => Effect.Effect<Option.Option<Effect.Effect<unknown, unknown>>> | undefined
-  readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void>
+  /** What to run when the term ends; `undefined` when there is nothing (the loop then goes on at once). */
+  readonly onRevoked: (term: Term.Term, reason: Term.RevokeReason) => Effect.Effect<void> | undefined
   /**
    * The work of a term failed (not by its revocation) after running `ranFor` millis: the cooldown
    * (millis) to step down for, or `undefined` to keep the term.

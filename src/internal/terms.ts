@@ -100,7 +100,5 @@ export const onRevoked = (
   // The engine never waits for the work: it is asked to stop, not awaited.
   if (live.work !== undefined) interruptSignalNow(live.work, loop.id)
   const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
-  const revoked = hook?.onRevoked(live.term, effect.reason)
-  // `Effect.void`: nothing to run, the loop goes on with the step's next effect at once.
-  return revoked === Effect.void ? undefined : revoked
+  return hook?.onRevoked(live.term, effect.reason)
 }
