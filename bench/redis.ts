@@ -275,9 +275,8 @@ const calibrate = async (ctx: Context, batch: number, run: (batch: number, round
 }
 
 /**
- * Three parts, in this order, each with nothing else of Simba alive in the process (every client
- * subscribes to all `released` messages of the prefix, so a live client would pay for the others'
- * releases):
+ * Three parts, in this order, each with nothing else of Simba alive in the process (a live client
+ * would add its renewals and, on a name it waited for, the messages of that lease's channel):
  * 1. the `LeaseBackendService` alone (no client, no engine), 1,000 warm-up + 2,000 timed pairs;
  * 2. a client on one name reused (1,000 warm-up + 1,000 timed): the client's fixed cost, and the
  *    warm-up of the client's code for part 3;

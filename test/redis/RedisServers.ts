@@ -89,13 +89,17 @@ export const privateServer = (
 export interface HintWatch {
   readonly seen: Effect.Effect<ReadonlyArray<Hint>>
   readonly await: (predicate: (hint: Hint) => boolean, timeout?: Duration.DurationInput) => Effect.Effect<void, Error>
-  /** Waits (at most 5 s) until the hints received so far satisfy `predicate`. */
-  readonly awaitSeen: (predicate: (hints: ReadonlyArray<Hint>) => boolean) => Effect.Effect<void, Error>
+  /** Waits (at most `timeout`, default 5 s) until the hints received so far satisfy `predicate`. */
+  readonly awaitSeen: (
+    predicate: (hints: ReadonlyArray<Hint>) => boolean,
+    timeout?: Duration.DurationInput
+  ) => Effect.Effect<void, Error>
 }
 
 /**
  * Collects `backend.hints` for the rest of the scope. Returns once the subscription is proven live:
- * a raw client publishes `released` on a warm-up lease channel until its hint comes back.
+ * a raw client publishes `joined` on a warm-up group channel (heard by pattern; a lease channel is
+ * heard only while a session waits for the lease) until its hint comes back.
  */
 export const watchHints = (
   backend: LeaseBackendService,
@@ -121,15 +125,69 @@ export const watchHints = (
     const wait = (predicate: (hint: Hint) => boolean, timeout: Duration.DurationInput = "5 seconds") =>
       waitSeen((hints) => hints.some(predicate), timeout)
     const warmUp = uniqueName("warm-up")
-    yield* Effect.promise(() => raw.publish(RedisBackend.keys(prefix).lease(warmUp), "released")).pipe(
-      Effect.zipRight(wait((hint) => hint._tag === "Released" && hint.name === warmUp, "200 millis")),
+    yield* Effect.promise(() => raw.publish(RedisBackend.keys(prefix).group(warmUp), "joined")).pipe(
+      Effect.zipRight(wait((hint) => hint._tag === "GroupChanged" && hint.group === warmUp, "200 millis")),
       Effect.retry(Schedule.recurs(25))
     )
     return {
       seen: SubscriptionRef.get(received),
       await: wait,
-      awaitSeen: (predicate) => waitSeen(predicate, "5 seconds")
+      awaitSeen: (predicate, timeout = "5 seconds") => waitSeen(predicate, timeout)
     }
+  })
+
+/** A hint that `name` was freed: a plain or targeted `Released`, or a hand-off's `Granted`. */
+export const freedOf = (name: string) => (hint: Hint): boolean =>
+  (hint._tag === "Released" || hint._tag === "Granted") && hint.name === name
+
+/**
+ * Makes a new session of `backend` wait for `name` (held by another session), so that the backend
+ * hears the lease's channel (a lease channel is subscribed only while a session waits), and returns
+ * once it does: the plain `Released` the backend emits on confirming the subscription. Gives the
+ * waiting session, and how many hints were seen by then (for `awaitFreed`).
+ */
+export const awaitWaiting = (
+  backend: LeaseBackendService,
+  watch: HintWatch,
+  name: string,
+  ttl: Duration.DurationInput,
+  timeout: Duration.DurationInput = "5 seconds"
+): Effect.Effect<{ readonly waiter: string; readonly seen: number }, Error> =>
+  Effect.gen(function*() {
+    const { sessionId } = yield* Effect.orDie(backend.openSession(Duration.decode(ttl)))
+    const reply = yield* Effect.orDie(backend.acquire(sessionId, name))
+    if (reply._tag !== "HeldBy") return yield* Effect.fail(new Error(`expected HeldBy, got ${reply._tag}`))
+    yield* watch.await((hint) => hint._tag === "Released" && hint.name === name && hint.to === undefined, timeout)
+    return { waiter: sessionId, seen: (yield* watch.seen).length }
+  })
+
+/** Waits until a hint received after the first `seen` says that `name` was freed. */
+export const awaitFreed = (
+  watch: HintWatch,
+  name: string,
+  seen: number,
+  timeout?: Duration.DurationInput
+): Effect.Effect<void, Error> => watch.awaitSeen((hints) => hints.slice(seen).some(freedOf(name)), timeout)
+
+/**
+ * The backend hears a release of `name`: a session takes it, another waits for it (`awaitWaiting`),
+ * the first releases it, and a hint saying so comes after the waiter's. Both sessions are closed.
+ */
+export const releaseHeard = (
+  backend: LeaseBackendService,
+  watch: HintWatch,
+  name: string,
+  ttl: Duration.DurationInput,
+  timeout?: Duration.DurationInput
+): Effect.Effect<void, Error> =>
+  Effect.gen(function*() {
+    const { sessionId: holder } = yield* Effect.orDie(backend.openSession(Duration.decode(ttl)))
+    const taken = yield* Effect.orDie(backend.acquire(holder, name))
+    if (taken._tag !== "Granted") return yield* Effect.fail(new Error(`expected Granted, got ${taken._tag}`))
+    const { seen, waiter } = yield* awaitWaiting(backend, watch, name, ttl, timeout)
+    yield* Effect.orDie(backend.release(holder, name, taken.token))
+    yield* awaitFreed(watch, name, seen, timeout)
+    yield* Effect.orDie(Effect.forEach([holder, waiter], (sessionId) => backend.closeSession(sessionId), { discard: true }))
   })
 
 /**

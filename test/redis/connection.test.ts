@@ -27,6 +27,7 @@ import {
   type RawClient,
   rawClient,
   uniqueName,
+  releaseHeard,
   watchHints
 } from "./RedisServers.js"
 
@@ -263,12 +264,7 @@ describe("Redis backend on a client you bring", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const backend = yield* RedisBackend.makeWithClient(client, { keyPrefix, connectionName, ...fresh })
         const hints = yield* watchHints(backend, raw, keyPrefix)
-        const { sessionId } = yield* backend.openSession(ttl)
-        const name = uniqueName("byo")
-        const token = granted(yield* backend.acquire(sessionId, name))
-        yield* backend.release(sessionId, name, token)
-        yield* hints.await((hint) => hint._tag === "Released" && hint.name === name)
-        yield* backend.closeSession(sessionId)
+        yield* releaseHeard(backend, hints, uniqueName("byo"), ttl)
         expect(yield* hintsConnections()).toBeGreaterThanOrEqual(1)
       }))
       // Simba closed its subscriber and left the client alone.

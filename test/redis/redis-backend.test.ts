@@ -16,15 +16,19 @@ import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
-import { type AcquireReply, BackendError, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import { type AcquireReply, BackendError, Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import {
+  awaitFreed,
+  awaitWaiting,
   clusterNodes,
+  freedOf,
   freePort,
   modes,
   privateServer,
   rawClient,
   serverTime,
+  releaseHeard,
   uniqueName,
   watchHints
 } from "./RedisServers.js"
@@ -216,43 +220,51 @@ for (const mode of modes) {
         expect(yield* Effect.promise(() => raw.exists(k.session(sessionId)))).toBe(0)
       }))
 
-    it.scopedLive("release and closeSession publish `released` on the channel named like the lease key, and the hints carry it", () =>
+    it.scopedLive("release and closeSession publish `released` on the channel named like the lease key; a backend whose session waits hears it", () =>
       Effect.gen(function*() {
         const b = yield* make()
         const raw = yield* rawClient(mode.cluster)
         const watch = yield* watchHints(b, raw)
-        const [released, closed] = [uniqueName("released"), uniqueName("closed")]
-        // A plain client subscribed to the exact channel name of SPEC section 8 (no pattern).
+        const [released, closed, quiet] = [uniqueName("released"), uniqueName("closed"), uniqueName("quiet")]
+        // A plain client subscribed to the exact channel names of SPEC section 8 (no pattern).
         const listener = yield* rawClient(mode.cluster)
         const messages: Array<[string, string]> = []
         listener.on("message", (channel: string, message: string) => messages.push([channel, message]))
-        yield* Effect.promise(() => listener.subscribe(`simba:lease:{${released}}`, `simba:lease:{${closed}}`))
+        const channel = (name: string) => `simba:lease:{${name}}`
+        yield* Effect.promise(() => listener.subscribe(channel(released), channel(closed), channel(quiet)))
+        const heard = (n: number) =>
+          Effect.sleep(Duration.millis(100)).pipe(Effect.repeat({ until: () => messages.length >= n, schedule: Schedule.recurs(50) }))
 
         const { sessionId } = yield* b.openSession(ttl)
         const token = granted(yield* b.acquire(sessionId, released))
         yield* b.release(sessionId, released, token)
-        yield* watch.await((hint) => hint._tag === "Released" && hint.name === released)
         granted(yield* b.acquire(sessionId, closed))
         yield* b.closeSession(sessionId)
-        yield* watch.await((hint) => hint._tag === "Released" && hint.name === closed)
-        yield* Effect.sleep(Duration.millis(100)).pipe(
-          Effect.repeat({ until: () => messages.length >= 2, schedule: Schedule.recurs(50) })
-        )
-        expect(messages).toEqual([[`simba:lease:{${released}}`, "released"], [`simba:lease:{${closed}}`, "released"]])
+        yield* heard(2)
+        expect(messages).toEqual([[channel(released), "released"], [channel(closed), "released"]])
+        // No session of this backend waited for them: its subscriber does not hear those channels.
+        expect((yield* watch.seen).some((hint) => freedOf(released)(hint) || freedOf(closed)(hint))).toBe(false)
 
-        // And the other way round: what is published on that channel is what the client hears.
-        const external = uniqueName("external")
-        yield* Effect.promise(() => raw.publish(`simba:lease:{${external}}`, "released"))
-        yield* watch.await((hint) => hint._tag === "Released" && hint.name === external)
-        // A stale release publishes nothing.
-        const quiet = uniqueName("quiet")
+        // A stale release publishes nothing; the close that frees the lease does.
         const s2 = (yield* b.openSession(ttl)).sessionId
         const t2 = granted(yield* b.acquire(s2, quiet))
         yield* b.release(s2, quiet, t2 + 1n)
         yield* Effect.sleep(Duration.millis(200))
-        expect((yield* watch.seen).some((hint) => hint._tag === "Released" && hint.name === quiet)).toBe(false)
+        expect(messages.length).toBe(2)
         yield* b.closeSession(s2)
-        yield* watch.await((hint) => hint._tag === "Released" && hint.name === quiet)
+        yield* heard(3)
+        expect(messages[2]).toEqual([channel(quiet), "released"])
+
+        // While a session waits for a lease, what is published on its channel is what the backend hears.
+        const external = uniqueName("external")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        granted(yield* b.acquire(holder, external))
+        const { seen, waiter } = yield* awaitWaiting(b, watch, external, ttl)
+        yield* Effect.promise(() => raw.publish(channel(external), "released"))
+        yield* awaitFreed(watch, external, seen)
+        expect((yield* watch.seen).slice(seen).filter(freedOf(external))).toEqual([Hint.Released({ name: external })])
+        yield* b.closeSession(holder)
+        yield* b.closeSession(waiter)
       }))
 
     it.scopedLive("GroupChanged hints on join, leave and close; members drops expired sessions", () =>
@@ -306,22 +318,48 @@ for (const mode of modes) {
         expect(before.length).toBe(1)
         const killer = yield* rawClient(false, before[0]!.port)
         yield* Effect.promise(() => killer.call("CLIENT", "KILL", "ID", before[0]!.id))
-        // Released hints come back once ioredis has reconnected and subscribed again.
-        const { sessionId } = yield* b.openSession(ttl)
-        const attempt = Effect.gen(function*() {
-          const name = uniqueName("after-kill")
-          const token = granted(yield* b.acquire(sessionId, name))
-          yield* b.release(sessionId, name, token)
-          yield* watch.await((hint) => hint._tag === "Released" && hint.name === name, "250 millis")
-        })
-        yield* attempt.pipe(Effect.retry(Schedule.recurs(20)))
+        // Hints come back once ioredis has reconnected: a waiting session's lease channel is heard.
+        yield* Effect.suspend(() => releaseHeard(b, watch, uniqueName("after-kill"), ttl, "250 millis")).pipe(
+          Effect.retry(Schedule.recurs(20))
+        )
         const after = (yield* clientsNamed(mode.cluster, `${connectionName}:hints`))
           .filter((c) => !mode.cluster || c.name.includes("(subscriber)"))
         expect(after.length).toBe(1)
         // Client ids are per node: in a cluster the new subscriber may sit on another node under the same number.
         const where = (c: { port: number; id: string }) => `${c.port}/${c.id}`
         expect(where(after[0]!)).not.toBe(where(before[0]!))
-        yield* b.closeSession(sessionId)
+      }))
+
+    it.scopedLive("a backend hears a lease's channel while one of its sessions waits: one Released when it starts, none for a later waiter", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const raw = yield* rawClient(mode.cluster)
+        const watch = yield* watchHints(b, raw)
+        const name = uniqueName("watched")
+        const channel = `simba:lease:{${name}}`
+        // Classic pub/sub subscriptions are per node: count them on every node.
+        const subscribers = Effect.forEach(
+          mode.cluster ? clusterNodes.map((node) => node.port) : [6379],
+          (port) =>
+            Effect.flatMap(rawClient(false, port), (node) =>
+              Effect.promise(() => node.call("PUBSUB", "NUMSUB", channel) as Promise<[string, number]>))
+        ).pipe(Effect.map((replies) => replies.reduce((sum, [, n]) => sum + Number(n), 0)), Effect.scoped)
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const token = granted(yield* b.acquire(holder, name))
+        // Held, nobody waiting: nobody hears its channel (an uncontended release wakes no client).
+        expect(yield* subscribers).toBe(0)
+        const { seen, waiter } = yield* awaitWaiting(b, watch, name, ttl)
+        expect(yield* subscribers).toBe(1)
+        // A second session of the same backend waits: the channel was heard before it asked, no hint.
+        const second = (yield* b.openSession(ttl)).sessionId
+        expect((yield* b.acquire(second, name))._tag).toBe("HeldBy")
+        yield* Effect.sleep(Duration.millis(200))
+        expect((yield* watch.seen).slice(seen).filter(freedOf(name))).toEqual([])
+        yield* b.release(holder, name, token)
+        yield* awaitFreed(watch, name, seen)
+        // Neither waits any more: the channel stays heard for a while (`lingerMillis`), once.
+        for (const sessionId of [holder, waiter, second]) yield* b.closeSession(sessionId)
+        expect(yield* subscribers).toBe(1)
       }))
 
     it.scopedLive("closing the scope closes both connections", () =>
@@ -350,7 +388,8 @@ for (const mode of modes) {
         expect(yield* Effect.promise(() => raw.exists(`${prefix}:session:{${sessionId}}`))).toBe(1)
         expect(yield* Effect.promise(() => raw.exists(`simba:lease:{${name}}`))).toBe(0)
         yield* b.release(sessionId, name, token)
-        yield* watch.await((hint) => hint._tag === "Released" && hint.name === name)
+        // The channels are the prefix's: a release is heard there by a backend whose session waits.
+        yield* releaseHeard(b, watch, uniqueName("channel"), ttl)
         yield* b.closeSession(sessionId)
       }))
 
@@ -603,9 +642,9 @@ describe("Redis backend failures (private redis-server)", () => {
       const token = granted(yield* b.acquire(next.sessionId, name))
       // Tokens come from the server's clock: above the lost one.
       expect(token).toBeGreaterThan(first)
-      // The subscriber reconnected and subscribed again.
+      // The subscriber reconnected: a waiting session's lease channel is heard again.
       yield* b.release(next.sessionId, name, token)
-      yield* watch.await((hint) => hint._tag === "Released" && hint.name === name, "10 seconds")
+      yield* releaseHeard(b, watch, uniqueName("after-restart"), ttl, "10 seconds")
     }))
 
   it.scopedLive("server paused: a call fails with BackendError after commandTimeout, then works again", () =>

@@ -463,17 +463,21 @@ export const renewals = (tck: Tck): void => {
 }
 
 export const hints = (tck: Tck): void => {
-  tck.test("Released arrives on release and on close", Effect.gen(function*() {
+  tck.test("a waiting session hears the release and the close of the holder (Released, or a hand-off's Granted)", Effect.gen(function*() {
     const b = yield* backend
     const [released, closed] = yield* uniqueNames("released", "closed")
     const watch = yield* watchHints(tck)
-    const sessionId = yield* open(tck)
-    const token = yield* acquireGranted(sessionId, released)
-    yield* b.release(sessionId, released, token)
-    yield* watch.await((hint) => hint._tag === "Released" && hint.name === released)
-    yield* acquireGranted(sessionId, closed)
-    yield* b.closeSession(sessionId)
-    yield* watch.await((hint) => hint._tag === "Released" && hint.name === closed)
+    const holder = yield* open(tck)
+    const waiter = yield* open(tck)
+    const token = yield* acquireGranted(holder, released)
+    const beforeRelease = yield* TckHarness.waitFor(tck, watch, waiter, released)
+    yield* b.release(holder, released, token)
+    yield* watch.await(TckHarness.freedOf(released), beforeRelease + 1)
+    yield* acquireGranted(holder, closed)
+    const beforeClose = yield* TckHarness.waitFor(tck, watch, waiter, closed)
+    yield* b.closeSession(holder)
+    yield* watch.await(TckHarness.freedOf(closed), beforeClose + 1)
+    yield* b.closeSession(waiter)
   }))
 
   tck.test("GroupChanged arrives on join, leave and close", Effect.gen(function*() {

@@ -38,6 +38,12 @@ export interface TckOptions {
   readonly ttl: Duration.DurationInput
   /** The backend pushes hints; the hint tests are registered only then. Default `false`. */
   readonly hints?: boolean | undefined
+  /**
+   * The backend hints a session once when it starts hearing of a lease the session waits for, a plain
+   * `Released` (Redis: the lease's channel is subscribed after the refusal, so the candidate asks again
+   * in case a release came before). Default `false`.
+   */
+  readonly hintOnWait?: boolean | undefined
   /** Session ids are random 128-bit, 32 lowercase hex (memory, Redis, SQL). Default `true`. */
   readonly randomSessionIds?: boolean | undefined
   /**
@@ -78,6 +84,7 @@ export type TckEffect<A = void> = Effect.Effect<A, unknown, LeaseBackend | Scope
 export interface Tck {
   readonly virtualTime: boolean
   readonly hints: boolean
+  readonly hintOnWait: boolean
   readonly randomSessionIds: boolean
   readonly versionedRenewals: boolean
   readonly handOffGrants: boolean
@@ -127,6 +134,7 @@ export const make = (layer: Layer.Layer<LeaseBackend, unknown>, options: TckOpti
   return {
     virtualTime: options.virtualTime,
     hints: options.hints ?? false,
+    hintOnWait: options.hintOnWait ?? false,
     randomSessionIds: options.randomSessionIds ?? true,
     versionedRenewals: options.versionedRenewals ?? true,
     handOffGrants: options.handOffGrants ?? false,
@@ -251,10 +259,34 @@ export interface HintWatch {
   readonly await: (predicate: (hint: Hint) => boolean, count?: number) => Effect.Effect<void, Error>
 }
 
+/** A hint that `name` was freed: a plain or targeted `Released`, or a hand-off's `Granted`. */
+export const freedOf = (name: string) => (hint: Hint): boolean =>
+  (hint._tag === "Released" || hint._tag === "Granted") && hint.name === name
+
+/**
+ * `waiter` asks for `name`, held by another session, and is refused; returns once the backend heard
+ * of the wait (with `hintOnWait`, after that hint), with the number of hints about `name` freed so
+ * far: the next one is the release's.
+ */
+export const waitFor = (
+  tck: Tck,
+  watch: HintWatch,
+  waiter: string,
+  name: string
+): Effect.Effect<number, unknown, LeaseBackend> =>
+  Effect.gen(function*() {
+    const b = yield* backend
+    const reply = yield* b.acquire(waiter, name)
+    expect(reply._tag).toBe("HeldBy")
+    if (tck.hintOnWait) yield* watch.await((hint) => hint._tag === "Released" && hint.name === name && hint.to === undefined)
+    return (yield* watch.seen).filter(freedOf(name)).length
+  })
+
 /**
  * Subscribes to the backend's hints for the rest of the scope, and returns once the subscription is
- * proven live: it releases a warm-up lease until its `Released` hint comes back (a pub/sub
- * subscription may take a round trip to become effective).
+ * proven live: a session holds a warm-up lease, another waits for it, the first releases it, until a
+ * hint about it comes back (a pub/sub subscription may take a round trip to become effective; a
+ * backend may hear of a lease only while a session waits for it).
  */
 export const watchHints = (tck: Tck): Effect.Effect<HintWatch, unknown, LeaseBackend | Scope.Scope> =>
   Effect.gen(function*() {
@@ -276,16 +308,19 @@ export const watchHints = (tck: Tck): Effect.Effect<HintWatch, unknown, LeaseBac
         // Waiting is measured on the real clock even under TestClock: hints travel between fibers.
         TestServices.provideLive
       )
-    const sessionId = yield* open(tck)
-    const warmUp = yield* uniqueName("warm-up")
+    const holder = yield* open(tck)
+    const waiter = yield* open(tck)
     yield* Effect.gen(function*() {
-      const token = yield* acquireGranted(sessionId, warmUp)
-      yield* b.release(sessionId, warmUp, token)
-      yield* waitFor((hint) => hint._tag === "Released" && hint.name === warmUp, 1, Duration.millis(200))
+      const warmUp = yield* uniqueName("warm-up")
+      const token = yield* acquireGranted(holder, warmUp)
+      expect((yield* b.acquire(waiter, warmUp))._tag).toBe("HeldBy")
+      yield* b.release(holder, warmUp, token)
+      yield* waitFor(freedOf(warmUp), 1, Duration.millis(200))
     }).pipe(
       Effect.retry(Schedule.recurs(Math.max(1, Math.ceil(Duration.toMillis(tck.hintTimeout) / 200))))
     )
-    yield* b.closeSession(sessionId)
+    yield* b.closeSession(holder)
+    yield* b.closeSession(waiter)
     return {
       seen: SubscriptionRef.get(received),
       await: (predicate, count = 1) => waitFor(predicate, count, tck.hintTimeout)

@@ -123,29 +123,44 @@ export const connect = (
     return client
   })
 
-/**
- * A subscriber connection (resubscribed by ioredis after a reconnect) listening to `patterns`; each
- * message goes to `onMessage`, synchronously and in order.
- */
-export const subscribe = (
+/** The subscriber connection (resubscribed by ioredis after a reconnect), as the hints use it. */
+export interface Subscriber {
+  /**
+   * Calls `onMessage` for each message of a subscribed channel or pattern, synchronously and in
+   * order, and `onReconnect` each time the connection is ready again after a loss (one server:
+   * ioredis subscribes again then; a cluster's subscriber moves to another node without telling).
+   */
+  readonly listen: (onMessage: (channel: string, message: string) => void, onReconnect: () => void) => void
+  readonly psubscribe: (patterns: ReadonlyArray<string>) => Effect.Effect<void, BackendError>
+  /** `SUBSCRIBE` one channel; resolves when the server confirmed it. */
+  readonly subscribe: (channel: string) => Promise<unknown>
+  readonly unsubscribe: (channel: string) => Promise<unknown>
+}
+
+/** Connects the subscriber: the options of `client`, its own connection(s), the name `<name>:hints`. */
+export const subscriber = (
   settings: BackendSettings,
   client: Client,
-  patterns: ReadonlyArray<string>,
-  onMessage: (channel: string, message: string) => void,
   onError: (error: Error) => void
-): Effect.Effect<void, BackendError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const subscriber = yield* connect(
-      settings,
-      () => duplicate(client, `${settings.connectionName}:hints`),
-      onError
-    )
-    subscriber.on("pmessage", (_pattern: string, channel: string, message: string) => onMessage(channel, message))
-    yield* Effect.tryPromise({
-      try: () => subscriber.psubscribe(...patterns),
-      catch: (cause) => backendError("subscribe", cause)
+): Effect.Effect<Subscriber, BackendError, Scope.Scope> =>
+  Effect.map(
+    connect(settings, () => duplicate(client, `${settings.connectionName}:hints`), onError),
+    (connection): Subscriber => ({
+      listen: (onMessage, onReconnect) => {
+        connection.on("message", onMessage)
+        connection.on("pmessage", (_pattern: string, channel: string, message: string) => onMessage(channel, message))
+        // `connect` returned once the connection was ready: every later `ready` is a reconnection.
+        connection.on("ready", onReconnect)
+      },
+      psubscribe: (patterns) =>
+        Effect.tryPromise({
+          try: () => connection.psubscribe(...patterns),
+          catch: (cause) => backendError("subscribe", cause)
+        }),
+      subscribe: (channel) => connection.subscribe(channel),
+      unsubscribe: (channel) => connection.unsubscribe(channel)
     })
-  })
+  )
 
 /** Sends commands on a command connection and settles each call as an effect. */
 export interface Tracker {

@@ -9,9 +9,11 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
-import { Hint, makeHintHub } from "../../LeaseBackend.js"
+import type * as Stream from "effect/Stream"
+import { type BackendError, Hint, makeHintHub } from "../../LeaseBackend.js"
+import type { Subscriber } from "./connection.js"
 import type { Keys } from "./keys.js"
+import * as Watches from "./watches.js"
 
 /** The hint a message on `channel` carries, or `undefined` for a message this backend does not send. */
 export const decoder = (k: Keys) => {
@@ -36,22 +38,35 @@ export const decoder = (k: Keys) => {
   }
 }
 
+/** The hints of a backend, and the lease channels its subscriber hears. */
+export interface Heard {
+  readonly hints: Stream.Stream<Hint>
+  readonly watches: Watches.Watches
+}
+
 /**
- * The hints stream, fed by `listen` (which calls its argument for each message, synchronously, so
- * hints keep the order of the messages, without a fiber per message); the client hears them in that
- * callback (`LeaseBackend.listenerOf`). At most 4,096 unread hints are kept for a stream subscriber:
- * older ones are dropped, and the engine's retries cover them.
+ * The hints stream, fed by the subscriber's messages (synchronously, so hints keep the order of the
+ * messages, without a fiber per message); the client hears them in that callback
+ * (`LeaseBackend.listenerOf`). At most 4,096 unread hints are kept for a stream subscriber: older
+ * ones are dropped, and the engine's retries cover them. Group channels are heard by pattern (every
+ * member needs every change); a lease channel only while a session of this backend waits for the
+ * lease (`Watches`).
  */
-export const make = <E>(
+export const make = (
   k: Keys,
-  listen: (onMessage: (channel: string, message: string) => void) => Effect.Effect<void, E, Scope.Scope>
-): Effect.Effect<Stream.Stream<Hint>, E, Scope.Scope> =>
+  subscriber: Subscriber,
+  onError: (error: unknown) => void
+): Effect.Effect<Heard, BackendError, Scope.Scope> =>
   Effect.gen(function*() {
     const hub = yield* Effect.acquireRelease(makeHintHub(4096), (hub) => hub.shutdown)
+    const watches = yield* Watches.make(k.lease, subscriber, hub.emit, onError)
     const decode = decoder(k)
-    yield* listen((channel, message) => {
+    subscriber.listen((channel, message) => {
       const hint = decode(channel, message)
-      if (hint !== undefined) hub.emit(hint)
-    })
-    return hub.hints
+      if (hint === undefined) return
+      if (hint._tag === "Granted") watches.done(hint.to, hint.name)
+      hub.emit(hint)
+    }, watches.reconnected)
+    yield* subscriber.psubscribe([k.groupPattern])
+    return { hints: hub.hints, watches }
   })

@@ -38,7 +38,6 @@ export const keys = (prefix: string = defaultPrefix) => ({
   sessionPrefix: `${prefix}:session:{`,
   /** What the scripts append `sid` to for a session's shadow in the slot of `tag` (mode `cluster`). */
   shadowPrefix: (tag: string) => `${prefix}:shadow:{${tag}}:`,
-  leasePattern: `${prefix}:lease:*`,
   groupPattern: `${prefix}:group:*`
 })
 

@@ -24,6 +24,7 @@ import type * as Replies from "./replies.js"
 import { acquireReply, groupViews, heldLeases } from "./replies.js"
 import * as Scripts from "./scripts.js"
 import { keySlot, slotTag, tagOf } from "./slots.js"
+import type { Watches } from "./watches.js"
 
 /** A `Live` renewal. */
 interface Renewed {
@@ -78,6 +79,7 @@ export const make = (
   mode: Mode,
   k: Keys,
   { run, runAll }: Runner,
+  watches: Watches,
   rules: LeaseRules
 ): Omit<Store, "backend" | "hints" | "isSessionId"> => {
   const holderOf = (sessionId: string, name: string): Holder => {
@@ -295,10 +297,19 @@ export const make = (
     keepAlive: (sessionId, ttl, known) =>
       Effect.gen(function*() {
         const renewed = mode === "node" ? yield* renewOnNode(sessionId, ttl, known) : yield* renewBySlot(sessionId, ttl, known)
-        return renewed === undefined ? KeepAliveReply.Expired() : KeepAliveReply.Live(renewed)
+        if (renewed !== undefined) {
+          // A hand-off whose message was lost: the session holds the lease, and no longer waits.
+          if (renewed.leases !== undefined && watches.size() > 0) {
+            for (const lease of renewed.leases) watches.done(sessionId, lease.name)
+          }
+          return KeepAliveReply.Live(renewed)
+        }
+        watches.ended(sessionId)
+        return KeepAliveReply.Expired()
       }),
 
     closeSession: (sessionId) => {
+      watches.ended(sessionId)
       if (mode === "cluster") return closeBySlot(sessionId)
       return run(
         "closeSession",
@@ -320,27 +331,35 @@ export const make = (
     // more than the rest of the call's JavaScript; see README "Performance").
     acquire: (sessionId, name) => {
       const holder = holderOf(sessionId, name)
+      /** What the reply means for the lease's channel (`Watches`): heard while the session waits. */
+      const watched = (answer: AcquireReply, sentAt: number): AcquireReply => {
+        if (answer._tag === "HeldBy") watches.refused(sessionId, name, sentAt)
+        else if (answer._tag === "Granted") watches.done(sessionId, name)
+        else watches.ended(sessionId)
+        return answer
+      }
       // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register again.
       const attempt = (attempts: number): Effect.Effect<AcquireReply, BackendError> =>
-        Effect.flatMap(register(sessionId, holder), (registered) =>
-          registered === undefined
-            ? acquiredExpired
-            : Effect.flatMap(
-              run(
-                "acquire",
-                Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
-              ),
-              (reply) => {
-                const answer = acquireReply(reply)
-                const warned = acquireWarnings(name, reply)
-                const next = answer !== undefined
-                  ? Effect.succeed(answer)
-                  : attempts < 2
-                  ? attempt(attempts + 1)
-                  : Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
-                return warned === undefined ? next : Effect.zipRight(warned, next)
-              }
-            ))
+        Effect.flatMap(register(sessionId, holder), (registered) => {
+          if (registered === undefined) return acquiredExpired
+          const sentAt = watches.sent()
+          return Effect.flatMap(
+            run(
+              "acquire",
+              Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
+            ),
+            (reply) => {
+              const answer = acquireReply(reply)
+              const warned = acquireWarnings(name, reply)
+              const next = answer !== undefined
+                ? Effect.succeed(watched(answer, sentAt))
+                : attempts < 2
+                ? attempt(attempts + 1)
+                : Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
+              return warned === undefined ? next : Effect.zipRight(warned, next)
+            }
+          )
+        })
       return attempt(0)
     },
 
@@ -353,14 +372,16 @@ export const make = (
         ))
       }),
 
-    withdraw: (sessionId, name) =>
-      run(
+    withdraw: (sessionId, name) => {
+      watches.done(sessionId, name)
+      return run(
         "withdraw",
         Scripts.withdraw(
           { lease: k.lease(name), queue: k.leaseQueue(name), marker: markerOf(name) },
           leaseArgs(sessionId, name, holderOf(sessionId, name))
         )
-      ).pipe(Effect.asVoid),
+      ).pipe(Effect.asVoid)
+    },
 
     join: (sessionId, group) =>
       Effect.gen(function*() {
