@@ -7,7 +7,8 @@
  * Sections (see `redis.ts` for the settings and `util.ts` for how commands are counted):
  * - floor: PING, EVAL of `return 1`, and the least a push handover can cost on this machine;
  * - uncontended: acquire + release on a fresh name, 2,000 sequential runs after 1,000 warm-up runs
- *   (Simba: after its warm-up on other clients, see `uncontendedSimba`);
+ *   (Simba: after its warm-up on other clients, see `uncontendedSimba`); then what an idle Simba
+ *   client of the same prefix in another process spends meanwhile (`bystander.ts`);
  * - contended: 8 contenders (8 clients) on one name, each taking the lock, ~1 ms of work
  *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
  * - renew: one client holding 1,000 leases, 10 s window;
@@ -33,6 +34,7 @@
 import { writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
+import * as Bystander from "./bystander.js"
 import * as EngineBench from "./engine.js"
 import * as R from "./redis.js"
 import * as R10k from "./renew10k.js"
@@ -334,6 +336,13 @@ const main = async () => {
     row("uncontended", "Simba round trips per acquire + release (client count, renewals left out)", "round trips", {
       simba: uSimba.roundTripsPerPair,
       floor: 2
+    })
+
+    log("uncontended: an idle Simba client of the same prefix in a process of its own, while this one takes 2,000 locks")
+    const bystander = await Bystander.bystanderSimba(ctx.prefix)
+    row("uncontended", "an idle client of the same prefix, another process: its CPU per lock taken here (floor: idle alone)", "µs", {
+      simba: bystander.cpuPerLock,
+      floor: bystander.idlePerLock
     })
 
     if (only === "uncontended") return printTable()
