@@ -15,6 +15,7 @@ import { randomBytes } from "node:crypto"
 import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { freePort as supportFreePort } from "../support/processes.js"
+import { freedOf } from "../tck/TckHarness.js"
 import { startPrivateRedis } from "../support/redisServer.js"
 
 export const singleNode: RedisBackend.RedisOptions = { url: "redis://127.0.0.1:6379" }
@@ -136,10 +137,6 @@ export const watchHints = (
     }
   })
 
-/** A hint that `name` was freed: a plain or targeted `Released`, or a hand-off's `Granted`. */
-export const freedOf = (name: string) => (hint: Hint): boolean =>
-  (hint._tag === "Released" || hint._tag === "Granted") && hint.name === name
-
 /**
  * Makes a new session of `backend` wait for `name` (held by another session), so that the backend
  * hears the lease's channel (a lease channel is subscribed only while a session waits), and returns
@@ -189,6 +186,8 @@ export const releaseHeard = (
     yield* awaitFreed(watch, name, seen, timeout)
     yield* Effect.orDie(Effect.forEach([holder, waiter], (sessionId) => backend.closeSession(sessionId), { discard: true }))
   })
+
+export { freedOf }
 
 /**
  * A private Redis Cluster of `size` masters (no replicas), the 16384 slots split evenly, for tests
