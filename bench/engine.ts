@@ -12,7 +12,10 @@
  * candidates) in the state: they start and settle before the trace begins (the replay starts from
  * the state they leave), so every replayed step has them all in the state. A step should cost what
  * it touches, so the two rates should be close (issue 11: the 10,000 rate >= 0.5x the 10 rate).
- * Each rate is measured in a fresh process of its own (`eventsPerSecondAlone`).
+ * Each rate is measured in a fresh process of its own (`eventsPerSecondAlone`), the two cases
+ * alternating three times (the machine's speed drifts by up to 2x within minutes: one pair measured
+ * minutes apart gave 0.37 where pairs close together give 0.5-0.6); the ratio is the median of the
+ * three pairs' ratios.
  *
  * Heap per idle election: one client on the in-memory backend; N elections that win and then do
  * nothing (leaders), then N elections of a second client on the same names (candidates, waiting);
