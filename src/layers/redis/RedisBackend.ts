@@ -202,8 +202,9 @@
  * Pub/sub: in a cluster, a classic `PUBLISH` (from a script too) reaches subscribers on every node
  * over the cluster bus, so one subscriber connection to any node hears every channel it subscribed;
  * sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) would keep messages inside a shard but has no patterns
- * (the groups' listener), and would need a subscriber connection per shard. Channels are global to a server (not per `db`): deployments that
- * share a server should use distinct `keyPrefix`es, or they get each other's (harmless) hints.
+ * (the groups' listener), and would need a subscriber connection per shard. Channels are global to a
+ * server (not per `db`): deployments that share a server should use distinct `keyPrefix`es, or they
+ * get each other's (harmless) hints.
  *
  * Interruption: ioredis cannot take back a command once sent, so interrupting a call abandons its
  * reply; the script may still run (as with a timeout, see above).

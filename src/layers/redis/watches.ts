@@ -44,7 +44,7 @@ export interface Watches {
   readonly ended: (sessionId: string) => void
   /** The subscriber connected again: every subscription is new, and what was published meanwhile lost. */
   readonly reconnected: () => void
-  /** Channels subscribed or being subscribed (for tests and diagnostics). */
+  /** Channels subscribed or being subscribed (0: no wait to end, whatever a renewal lists). */
   readonly size: () => number
 }
 
