@@ -15,7 +15,7 @@ import { randomBytes } from "node:crypto"
 import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { freePort as supportFreePort } from "../support/processes.js"
-import { freedOf } from "../tck/TckHarness.js"
+import { freedOf, waitHintOf } from "../tck/TckHarness.js"
 import { startPrivateRedis } from "../support/redisServer.js"
 
 export const singleNode: RedisBackend.RedisOptions = { url: "redis://127.0.0.1:6379" }
@@ -154,7 +154,7 @@ export const awaitWaiting = (
     const { sessionId } = yield* Effect.orDie(backend.openSession(Duration.decode(ttl)))
     const reply = yield* Effect.orDie(backend.acquire(sessionId, name))
     if (reply._tag !== "HeldBy") return yield* Effect.fail(new Error(`expected HeldBy, got ${reply._tag}`))
-    yield* watch.await((hint) => hint._tag === "Released" && hint.name === name && hint.to === undefined, timeout)
+    yield* watch.await(waitHintOf(name), timeout)
     return { waiter: sessionId, seen: (yield* watch.seen).length }
   })
 

@@ -42,7 +42,13 @@ const setUp = Effect.gen(function*() {
       else waiting.reject(error)
       await new Promise((resolve) => setImmediate(resolve))
     })
-  return { watches, log, hints, errors, settle }
+  /** `sessionId` is refused each of `names` and each channel is confirmed. */
+  const waitConfirmed = (sessionId: string, ...names: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
+      for (const name of names) watches.refused(sessionId, name, watches.sent())
+      for (const name of names) yield* settle(name)
+    })
+  return { watches, log, hints, errors, settle, waitConfirmed }
 })
 
 const released = (name: string) => Hint.Released({ name })
@@ -88,11 +94,8 @@ describe("Redis lease channel watches", () => {
 
   it.scoped("a channel nobody waits for is unsubscribed after one to two lingers, not before", () =>
     Effect.gen(function*() {
-      const { log, settle, watches } = yield* setUp
-      watches.refused("s1", "a", watches.sent())
-      watches.refused("s1", "b", watches.sent())
-      yield* settle("a")
-      yield* settle("b")
+      const { log, waitConfirmed, watches } = yield* setUp
+      yield* waitConfirmed("s1", "a", "b")
       watches.done("s1", "a") // granted
       // "b" still waited for: it stays, whatever the time.
       yield* TestClock.adjust(Duration.millis(Watches.lingerMillis))
@@ -142,11 +145,8 @@ describe("Redis lease channel watches", () => {
 
   it.scoped("after a reconnection every waited name is hinted, and a refusal sent before it is hinted again", () =>
     Effect.gen(function*() {
-      const { hints, settle, watches } = yield* setUp
-      watches.refused("s1", "a", watches.sent())
-      watches.refused("s1", "b", watches.sent())
-      yield* settle("a")
-      yield* settle("b")
+      const { hints, waitConfirmed, watches } = yield* setUp
+      yield* waitConfirmed("s1", "a", "b")
       watches.done("s1", "b")
       hints.length = 0
       const before = watches.sent()

@@ -263,12 +263,16 @@ export interface HintWatch {
 export const freedOf = (name: string) => (hint: Hint): boolean =>
   (hint._tag === "Released" || hint._tag === "Granted") && hint.name === name
 
+/** The hint a `hintOnWait` backend gives when it starts hearing of `name` for a waiting session. */
+export const waitHintOf = (name: string) => (hint: Hint): boolean =>
+  hint._tag === "Released" && hint.name === name && hint.to === undefined
+
 /**
  * `waiter` asks for `name`, held by another session, and is refused; returns once the backend heard
  * of the wait (with `hintOnWait`, after that hint), with the number of hints about `name` freed so
  * far: the next one is the release's.
  */
-export const waitFor = (
+export const waitForLease = (
   tck: Tck,
   watch: HintWatch,
   waiter: string,
@@ -278,7 +282,7 @@ export const waitFor = (
     const b = yield* backend
     const reply = yield* b.acquire(waiter, name)
     expect(reply._tag).toBe("HeldBy")
-    if (tck.hintOnWait) yield* watch.await((hint) => hint._tag === "Released" && hint.name === name && hint.to === undefined)
+    if (tck.hintOnWait) yield* watch.await(waitHintOf(name))
     return (yield* watch.seen).filter(freedOf(name)).length
   })
 
