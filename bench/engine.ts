@@ -112,6 +112,7 @@ const record = (background: number, events: number): { readonly initial: Engine.
   let state = Engine.initial(timing, 20240601)
   let clock = 0
   let token = 1n
+  let heldVersion = 0
   let nextHandle = 1
   let nextCompletion = 1
   let random = 1
@@ -124,23 +125,31 @@ const record = (background: number, events: number): { readonly initial: Engine.
     switch (request._tag) {
       case "OpenSession":
         return { _tag: "Opened", sessionId: "0123456789abcdef0123456789abcdef", remaining: timing.leaseDuration }
-      case "KeepAlive":
+      case "KeepAlive": {
+        // Versioned as the SPI requires of every backend: the list only when it changed since `known`.
+        const version = String(heldVersion)
         return {
           _tag: "Live",
           remaining: timing.leaseDuration,
-          leases: Array.from(held, ([name, t]) => ({ name, token: t })),
+          version,
+          leases: request.known === version ? undefined : Array.from(held, ([name, t]) => ({ name, token: t })),
           groups: []
         }
+      }
       case "Acquire": {
         if (request.name.startsWith("other-")) return { _tag: "HeldBy", token: 7n, remaining: 2000 }
         const mine = held.get(request.name)
         if (mine !== undefined) return { _tag: "Granted", token: mine }
         const granted = token++
         held.set(request.name, granted)
+        heldVersion++
         return { _tag: "Granted", token: granted }
       }
       case "Release":
-        if (held.get(request.name) === request.token) held.delete(request.name)
+        if (held.get(request.name) === request.token) {
+          held.delete(request.name)
+          heldVersion++
+        }
         return { _tag: "Done" }
       case "Withdraw":
         return { _tag: "Done" }

@@ -18,7 +18,8 @@ export const idleNamesKept = 1_000
 export const quietPeriod = (s: Step): number => s.timing.leaseDuration * (1 + s.timing.drift) + s.timing.margin
 
 export const hasElection = (s: Step, name: string): boolean => {
-  return s.electionsByName.has(name)
+  const handles = s.electionsByName.get(name)
+  return handles !== undefined && handles.length > 0
 }
 
 /**
@@ -51,7 +52,13 @@ export const observe = (s: Step, name: string, token: bigint, holder: string | u
 /** Sets (or, `undefined`, forgets) `name`'s memory; renewal reconciliation reads it (see `touch`). */
 const remember = (s: Step, name: string, memory: TokenMemory | undefined): void => {
   touch(s, name)
-  s.tokens = memory === undefined ? s.tokens.delete(name) : s.tokens.set(name, memory)
+  if (memory !== undefined) {
+    s.tokens = s.tokens.set(name, memory)
+    return
+  }
+  s.tokens = s.tokens.delete(name)
+  // The name's empty index entry was kept for its memory (see `deleteElection`).
+  if (!hasElection(s, name)) s.electionsByName = s.electionsByName.delete(name)
 }
 
 /** The time before which no term of `name` starts (after a regression), else `-Infinity`. */

@@ -281,7 +281,10 @@ export interface State {
   /** Names with a memory but no election, least recently used first. */
   readonly idleNames: OrderedMap<string, true>
   readonly elections: OrderedMap<number, ElectionState>
-  /** The handles of each name's elections, in the order they started (an index of `elections`). */
+  /**
+   * The handles of each name's elections, in the order they started (an index of `elections`); empty
+   * for a name without an election that keeps its token memory (see `deleteElection`).
+   */
   readonly electionsByName: OrderedMap<string, ReadonlyArray<number>>
   readonly groups: ReadonlyMap<number, GroupState>
   readonly timers: OrderedMap<string, number>

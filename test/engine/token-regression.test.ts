@@ -186,6 +186,10 @@ describe("Engine rule 7: the memory stays bounded", () => {
     expect(d.state.tokens.size).toBe(Engine.idleNamesKept + 1)
     expect(d.state.tokens.has("kept")).toBe(true)
     expect(d.state.tokens.has("n0")).toBe(false)
+    // A name's (empty) index entry lives as long as its memory, no longer.
+    expect(d.state.electionsByName.size).toBe(Engine.idleNamesKept + 1)
+    expect(d.state.electionsByName.get(`n${names - 1}`)).toEqual([])
+    expect(d.state.electionsByName.has("n0")).toBe(false)
     expect(d.state.tokens.get(`n${names - 1}`)?.token).toBe(2n)
     // A remembered idle name is still checked when used again.
     d.start(5, `n${names - 1}`, { kind: "lock" })
