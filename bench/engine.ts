@@ -7,8 +7,9 @@
  * part is only that replay (`Engine.step` in a tight loop), so the driver costs nothing. The mix,
  * per virtual second: ~1,000 short locks on 8 names (Start, Acquire reply, WorkExited, Stop, Release
  * reply), `released` hints for names other sessions hold (every 10 ms), candidates on those names
- * retrying on their timers, and the session's renewals listing the held leases; replies come 0.2 ms
- * after their call. Measured with 10 and with 10,000 background elections (half leaders, half
+ * retrying on their timers, and the session's renewals (the held leases listed when the set changed
+ * since the version the client names, as the SPI requires of a backend); replies come 0.2 ms after
+ * their call. Measured with 10 and with 10,000 background elections (half leaders, half
  * candidates) in the state: they start and settle before the trace begins (the replay starts from
  * the state they leave), so every replayed step has them all in the state. A step should cost what
  * it touches, so the two rates should be close (issue 11: the 10,000 rate >= 0.5x the 10 rate).
@@ -126,7 +127,6 @@ const record = (background: number, events: number): { readonly initial: Engine.
       case "OpenSession":
         return { _tag: "Opened", sessionId: "0123456789abcdef0123456789abcdef", remaining: timing.leaseDuration }
       case "KeepAlive": {
-        // Versioned as the SPI requires of every backend: the list only when it changed since `known`.
         const version = String(heldVersion)
         return {
           _tag: "Live",
