@@ -308,7 +308,7 @@ export const make = (
         return KeepAliveReply.Expired()
       }),
 
-    closeSession: (sessionId) => {
+    closeSession: (sessionId) => Effect.suspend(() => {
       watches.ended(sessionId)
       if (mode === "cluster") return closeBySlot(sessionId)
       return run(
@@ -325,7 +325,7 @@ export const make = (
           }
         )
       ).pipe(Effect.asVoid)
-    },
+    }),
 
     // acquire and release are on every lock's path: combinators, not `Effect.gen` (a generator costs
     // more than the rest of the call's JavaScript; see README "Performance").
@@ -372,16 +372,17 @@ export const make = (
         ))
       }),
 
-    withdraw: (sessionId, name) => {
-      watches.done(sessionId, name)
-      return run(
-        "withdraw",
-        Scripts.withdraw(
-          { lease: k.lease(name), queue: k.leaseQueue(name), marker: markerOf(name) },
-          leaseArgs(sessionId, name, holderOf(sessionId, name))
-        )
-      ).pipe(Effect.asVoid)
-    },
+    withdraw: (sessionId, name) =>
+      Effect.suspend(() => {
+        watches.done(sessionId, name)
+        return run(
+          "withdraw",
+          Scripts.withdraw(
+            { lease: k.lease(name), queue: k.leaseQueue(name), marker: markerOf(name) },
+            leaseArgs(sessionId, name, holderOf(sessionId, name))
+          )
+        ).pipe(Effect.asVoid)
+      }),
 
     join: (sessionId, group) =>
       Effect.gen(function*() {

@@ -26,12 +26,10 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Hint } from "../../LeaseBackend.js"
+import type { Subscriber } from "./connection.js"
 
-/** Subscribes and unsubscribes lease channels on the subscriber connection. */
-export interface Channels {
-  readonly subscribe: (channel: string) => Promise<unknown>
-  readonly unsubscribe: (channel: string) => Promise<unknown>
-}
+/** What the watches need of the subscriber connection: to subscribe and unsubscribe lease channels. */
+export type Channels = Pick<Subscriber, "subscribe" | "unsubscribe">
 
 export interface Watches {
   /** Before an acquire is sent: its turn, to compare with when its channel was confirmed. */
