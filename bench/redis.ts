@@ -50,6 +50,7 @@ import {
   sleepUntil,
   waitBeforeRelease
 } from "./util.js"
+import * as Shape from "./shape.js"
 
 export const LEASE_MS = 3000
 export const simbaSettings = { leaseDuration: "3 seconds" } as const
@@ -248,6 +249,12 @@ export interface SimbaUncontendedResult extends UncontendedResult {
   /** The same pair straight on the `LeaseBackendService` (no client, no engine): where the time goes. */
   readonly backendOnly: ReadonlyArray<number>
   readonly backendOnlyCpuPerPair: number
+  /** Simba's two scripts through bare ioredis, no Effect (`shape.ts`): the protocol's own floor. */
+  readonly scriptsBare: ReadonlyArray<number>
+  readonly scriptsBareCpuPerPair: number
+  /** The SPEC §5 shape over the same backend, without Simba's engine (`shape.ts`). */
+  readonly shellShape: ReadonlyArray<number>
+  readonly shellShapeCpuPerPair: number
   /** withLock on one name used over and over, on its own client: the client's cost without per-name growth. */
   readonly sameName: ReadonlyArray<number>
   /** Server commands of one keepAlive of a session holding nothing (least of 5 batches of 10). */
@@ -257,7 +264,13 @@ export interface SimbaUncontendedResult extends UncontendedResult {
 }
 
 const RUNS = 2000
-const WARMUP = 1000
+/**
+ * Warm-up runs before each timed series, the peers' and Simba's alike: enough for V8 to have
+ * optimized the code on the path (Simba's is larger than a peer's and settles later: at 1,000 its CPU
+ * per pair still carried the optimizing compiler's threads, ~1.5-2x its steady figure). A service
+ * taking locks all day runs warm; the figures are of that state.
+ */
+const WARMUP = 4000
 
 /**
  * Server commands per operation: 5 batches of `batch` operations, each between two `INFO` readings;
@@ -277,10 +290,11 @@ const calibrate = async (ctx: Context, batch: number, run: (batch: number, round
 /**
  * Three parts, in this order, each with nothing else of Simba alive in the process (a live client
  * would add its renewals and, on a name it waited for, the messages of that lease's channel):
- * 1. the `LeaseBackendService` alone (no client, no engine), 1,000 warm-up + 2,000 timed pairs;
- * 2. a client on one name reused (1,000 warm-up + 1,000 timed): the client's fixed cost, and the
- *    warm-up of the client's code for part 3;
- * 3. the benchmark figure: a new client (session open before timing), 100 warm-up + 2,000 timed runs,
+ * 1. the `LeaseBackendService` alone (no client, no engine), `WARMUP` + 2,000 timed pairs; then, on
+ *    its session, the two floors of `shape.ts` (Simba's scripts through bare ioredis; the SPEC §5
+ *    shape without the engine), each `WARMUP` + 2,000 timed;
+ * 2. a client on one name reused (`WARMUP` + 1,000 timed): the client's fixed cost;
+ * 3. the benchmark figure: a new client (session open before timing), `WARMUP` + 2,000 timed runs,
  *    each on a fresh name.
  */
 export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedResult> => {
@@ -299,6 +313,10 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
   const alone = await newScope()
   let backendOnly: ReadonlyArray<number>
   let backendOnlyCpuPerPair: number
+  let scriptsBare: ReadonlyArray<number>
+  let scriptsBareCpuPerPair: number
+  let shellShape: ReadonlyArray<number>
+  let shellShapeCpuPerPair: number
   let commandsPerKeepAlive: number
   try {
     const backend = await inScope(
@@ -317,6 +335,23 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
         reply._tag === "Granted" ? backend.release(sessionId, name, reply.token) : Effect.dieMessage(`not granted: ${reply._tag}`))
     await Effect.runPromise(timed("b-warm", WARMUP, backendPair))
     ;[backendOnly, backendOnlyCpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("b", RUNS, backendPair)))
+    // The floors under it, on the same backend and session (see `shape.ts`).
+    const bare = await newRedis(`${ctx.prefix}-simba-bare`)
+    try {
+      const pair = Shape.scriptsBare(bare, `${ctx.prefix}:simba`, sessionId)
+      await timeSequential(WARMUP, 0, (i) => pair(`sb-warm-${i}`))
+      ;[scriptsBare, scriptsBareCpuPerPair] = await withCpu(RUNS, () => timeSequential(RUNS, 0, (i) => pair(`sb-${i}`)))
+    } finally {
+      await quit(bare)
+    }
+    const shaped = await newScope()
+    try {
+      const withLock = await inScope(shaped, Shape.shellShape(backend, sessionId))
+      await Effect.runPromise(timed("sh-warm", WARMUP, withLock))
+      ;[shellShape, shellShapeCpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("sh", RUNS, withLock)))
+    } finally {
+      await closeScope(shaped)
+    }
     await Effect.runPromise(backend.closeSession(sessionId))
     // A session like a client's (lease 3 s, renewed with 3 s: its PEXPIRE runs), holding nothing.
     const renewed = await Effect.runPromise(backend.openSession(Duration.millis(LEASE_MS)))
@@ -345,7 +380,7 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
   try {
     const { client } = await inScope(scope, simbaClient(ctx, `${ctx.prefix}-simba-u`))
     const pair = (name: string) => client.withLock(name, Effect.void)
-    await Effect.runPromise(timed("u-warm", 100, pair))
+    await Effect.runPromise(timed("u-warm", WARMUP, pair))
     const trips = roundTrips(`${ctx.prefix}-simba-u`)
     const [samples, cpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("u", RUNS, pair)))
     const tripsDuring = roundTripsSince(`${ctx.prefix}-simba-u`, trips)
@@ -360,6 +395,10 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
       cpuPerPair,
       backendOnly,
       backendOnlyCpuPerPair,
+      scriptsBare,
+      scriptsBareCpuPerPair,
+      shellShape,
+      shellShapeCpuPerPair,
       sameName,
       commandsPerPair,
       commandsPerKeepAlive,
@@ -399,6 +438,10 @@ const CONTENDED_WINDOW_MS = 10_000
 export interface ContendedResult {
   readonly windowMs: number
   readonly sections: number
+  /** Process CPU time (user + system; all contenders run in this process) per section in the window, ms. */
+  readonly cpuPerSection: number
+  /** That CPU time over the window's wall time (1: one core busy all the time). */
+  readonly cpuShare: number
   readonly perContender: ReadonlyArray<number>
   readonly sectionsPerSecond: number
   readonly fairness: number
@@ -438,8 +481,9 @@ const windowProbe = async (ctx: Context, connections: string, from: number, to: 
   const read = async () => {
     const t0 = now()
     const rt = roundTrips(connections)
+    const cpu = process.cpuUsage()
     const stats = await serverStats(ctx.monitor)
-    return { reading: { at: (t0 + now()) / 2, server: stats.total, stats } satisfies Reading, rt }
+    return { reading: { at: (t0 + now()) / 2, server: stats.total, stats } satisfies Reading, rt, cpu }
   }
   await sleepUntil(from)
   const start = await read()
@@ -465,9 +509,12 @@ const contendedResult = (
   const roundTrips = probe.end.rt.total - probe.start.rt.total
   const sessionRoundTrips = probe.end.rt.session - probe.start.rt.session
   const sessionCommands = sessionRoundTrips * commandsPerKeepAlive
+  const cpu = process.cpuUsage(probe.start.cpu)
   return {
     windowMs: to - from,
     sections: inWindow.length,
+    cpuPerSection: (cpu.user + cpu.system) / 1000 / inWindow.length,
+    cpuShare: (cpu.user + cpu.system) / 1000 / (to - from),
     perContender,
     sectionsPerSecond: inWindow.length / seconds,
     fairness: jain(perContender),

@@ -6,9 +6,11 @@
  *
  * Sections (see `redis.ts` for the settings and `util.ts` for how commands are counted):
  * - floor: PING, EVAL of `return 1`, and the least a push handover can cost on this machine;
- * - uncontended: acquire + release on a fresh name, 2,000 sequential runs after 1,000 warm-up runs
- *   (Simba: after its warm-up on other clients, see `uncontendedSimba`); then what an idle Simba
- *   client of the same prefix in another process spends meanwhile (`bystander.ts`);
+ * - uncontended: acquire + release on a fresh name, 2,000 sequential runs after 4,000 warm-up runs
+ *   (steady state, see `WARMUP` in `redis.ts`); for Simba also the LeaseBackend alone and the two
+ *   floors under it (`shape.ts`: its scripts through bare ioredis, the SPEC §5 shell shape without
+ *   the engine); then what an idle Simba client of the same prefix in another process spends
+ *   meanwhile (`bystander.ts`);
  * - contended: 8 contenders (8 clients) on one name, each taking the lock, ~1 ms of work
  *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
  * - renew: one client holding 1,000 leases, 10 s window;
@@ -343,6 +345,13 @@ const main = async () => {
     row("uncontended", "Simba LeaseBackend alone (acquire + release, no client/engine), p99", "µs", {
       simba: us(R.summary.p99(uSimba.backendOnly))
     })
+    row("uncontended", "floor: Simba's two scripts through bare ioredis (no Effect, no client), median", "µs", {
+      simba: us(R.summary.median(uSimba.scriptsBare)),
+      floor: us(2 * evalMedian)
+    })
+    row("uncontended", "floor: SPEC §5 shell shape on the LeaseBackend (loop fiber, a fiber per call and body; no engine), median", "µs", {
+      simba: us(R.summary.median(uSimba.shellShape))
+    })
     row("uncontended", "process CPU time per acquire + release (user + system)", "µs", {
       simba: us(uSimba.cpuPerPair),
       redlock: us(uRedlock.cpuPerPair),
@@ -350,6 +359,12 @@ const main = async () => {
     })
     row("uncontended", "Simba LeaseBackend alone, process CPU time per acquire + release", "µs", {
       simba: us(uSimba.backendOnlyCpuPerPair)
+    })
+    row("uncontended", "floor: Simba's two scripts through bare ioredis, process CPU time per pair", "µs", {
+      simba: us(uSimba.scriptsBareCpuPerPair)
+    })
+    row("uncontended", "floor: SPEC §5 shell shape on the LeaseBackend, process CPU time per pair", "µs", {
+      simba: us(uSimba.shellShapeCpuPerPair)
     })
     row("uncontended", "Redis commands per acquire + release (server count, in-script commands included)", "commands", {
       simba: uSimba.commandsPerPair,
@@ -398,6 +413,8 @@ const main = async () => {
       row("contended", `waiter load, Redis commands/s (server count − pairs − renewals)${suffix}`, "1/s", c((r) => r.waiterCommandsPerSecond))
       row("contended", `waiter load, round trips/s (client count − 2 per pair − renewals)${suffix}`, "1/s", c((r) => r.waiterRoundTripsPerSecond))
       row("contended", `waiter round trips per critical section${suffix}`, "round trips", c((r) => r.waiterRoundTripsPerSecond / r.sectionsPerSecond))
+      row("contended", `process CPU time per critical section (the 8 contenders' process)${suffix}`, "µs", c((r) => us(r.cpuPerSection)))
+      row("contended", `process CPU time / wall time in the window (1: one core busy)${suffix}`, "share", c((r) => r.cpuShare))
     }
     row("contended", "session renewals of the 8 clients, Redis commands/s (not in the waiter load)", "1/s", {
       simba: cSimba.sessionCommandsPerSecond,
