@@ -300,6 +300,42 @@ describe("Redis backend on a client you bring", () => {
       expect(yield* Effect.promise(() => client.ping())).toBe("PONG")
     }), 30_000)
 
+  // A client with ioredis's defaults has no command timeout: the backend times its calls out itself
+  // (one sweeper for all calls, `tracker`). The server is paused for 2 s, the timeout is 300 ms: a
+  // call that fails before the pause ends was failed by the timeout, not answered.
+  it.scopedLive("no ioredis commandTimeout: calls in flight fail after the backend's commandTimeout, each on time; then work again", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const client = yield* userClient(() => new Redis(server.port, "127.0.0.1"))
+      const backend = yield* RedisBackend.makeWithClient(client, { commandTimeout: "300 millis", ...fresh })
+      // Far longer than the pause: the session outlives it whatever the server does meanwhile.
+      const long = Duration.seconds(60)
+      const { sessionId } = yield* backend.openSession(long)
+      const pauser = yield* admin(server.port)
+      yield* Effect.promise(() => pauser.call("CLIENT", "PAUSE", "2000", "ALL"))
+      const timedCall = (delay: number) =>
+        Effect.gen(function*() {
+          yield* Effect.sleep(Duration.millis(delay))
+          const sent = performance.now()
+          const error = yield* Effect.flip(backend.keepAlive(sessionId, long))
+          return { error, after: performance.now() - sent }
+        })
+      // Sent at different times: each fails by its own deadline, not the first one's.
+      const calls = yield* Effect.all([timedCall(0), timedCall(150), timedCall(450)], { concurrency: "unbounded" })
+      for (const { after, error } of calls) {
+        expect(error.operation).toBe("keepAlive")
+        expect(String(error.cause)).toContain("no reply within 300 ms")
+        expect(after).toBeGreaterThanOrEqual(299)
+        expect(after).toBeLessThan(1200)
+      }
+      expect(client.status).toBe("ready")
+      // Once the pause is over the same connection answers again.
+      const reply = yield* backend.keepAlive(sessionId, long).pipe(
+        Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("5 seconds")))
+      )
+      expect(reply._tag).toBe("Live")
+    }), 30_000)
+
   it.scopedLive("a lazyConnect client is connected; a closed one fails with BackendError", () =>
     Effect.gen(function*() {
       const lazy = yield* userClient(() => new Redis(6379, "127.0.0.1", { lazyConnect: true }))
