@@ -9,6 +9,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type { Redis } from "ioredis"
 import type { AcquireReply, Hint } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { awaitFreed, awaitWaiting, modes, rawClient, uniqueName, watchHints } from "./RedisServers.js"
@@ -238,3 +239,38 @@ for (const mode of modes) {
       }))
   })
 }
+
+// Without `routeBySlot` a hand-off grant is told on the waiter's session channel, not the lease's:
+// a contended release wakes the one client it is for, not every client waiting for the name.
+describe("Redis hand-off message, single node", () => {
+  it.scopedLive("the grant goes to the waiter's session channel alone; another client waiting for the name hears nothing", () =>
+    Effect.gen(function*() {
+      const b = yield* RedisBackend.make(modes[0].options)
+      const other = yield* RedisBackend.make(modes[0].options)
+      const raw = yield* rawClient(false)
+      const watch = yield* watchHints(b, raw)
+      const otherWatch = yield* watchHints(other, raw)
+      const name = uniqueName("told")
+      const holder = (yield* b.openSession(ttl)).sessionId
+      const token = granted(yield* b.acquire(holder, name))
+      const waiter = (yield* b.openSession(ttl)).sessionId
+      heldBy(yield* b.acquire(waiter, name))
+      // The other client's session waits behind it: its backend hears the lease's channel.
+      const { seen: otherSeen, waiter: otherWaiter } = yield* awaitWaiting(other, otherWatch, name, ttl)
+      const listener = yield* rawClient(false)
+      const messages: Array<readonly [string, string]> = []
+      listener.on("message", (channel: string, message: string) => messages.push([channel, message]))
+      yield* Effect.promise(() => (listener as Redis).subscribe(k.lease(name), k.session(waiter)))
+      const before = (yield* watch.seen).length
+      yield* b.release(holder, name, token)
+      yield* watch.awaitSeen((hints) => hints.slice(before).some(grantedOf(name)))
+      const hint = (yield* watch.seen).slice(before).find(grantedOf(name))!
+      expect(hint.to).toBe(waiter)
+      expect(granted(yield* b.acquire(waiter, name))).toBe(hint.token)
+      yield* Effect.sleep(Duration.millis(200))
+      expect(messages).toEqual([[k.session(waiter), `granted:${hint.token}:${name}`]])
+      expect((yield* otherWatch.seen).slice(otherSeen).filter((h) => h._tag !== "GroupChanged" && h.name === name)).toEqual([])
+      for (const sid of [holder, waiter]) yield* b.closeSession(sid)
+      yield* other.closeSession(otherWaiter)
+    }))
+})

@@ -16,8 +16,10 @@ const setUp = Effect.gen(function*() {
   const pending = new Map<string, { resolve: () => void; reject: (error: Error) => void }>()
   const hints: Array<Hint> = []
   const errors: Array<unknown> = []
+  const subscriber = { up: true }
   const watches = yield* Watches.make(
     (name) => `lease:{${name}}`,
+    (sessionId) => `session:{${sessionId}}`,
     {
       subscribe: (channel) =>
         new Promise<void>((resolve, reject) => {
@@ -27,28 +29,33 @@ const setUp = Effect.gen(function*() {
       unsubscribe: (channel) => {
         log.push(`UNSUBSCRIBE ${channel}`)
         return Promise.resolve()
-      }
+      },
+      isReady: () => subscriber.up
     },
     (hint) => hints.push(hint),
     (error) => errors.push(error)
   )
-  /** The server confirms (or refuses) the `SUBSCRIBE` of `name`'s channel; the promise callbacks run. */
-  const settle = (name: string, error?: Error) =>
+  /** The server confirms (or refuses) the `SUBSCRIBE` of `channel`; the promise callbacks run. */
+  const settleChannel = (channel: string, error?: Error) =>
     Effect.promise(async () => {
-      const waiting = pending.get(`lease:{${name}}`)
-      if (waiting === undefined) throw new Error(`no SUBSCRIBE pending for ${name}`)
-      pending.delete(`lease:{${name}}`)
+      const waiting = pending.get(channel)
+      if (waiting === undefined) throw new Error(`no SUBSCRIBE pending for ${channel}`)
+      pending.delete(channel)
       if (error === undefined) waiting.resolve()
       else waiting.reject(error)
       await new Promise((resolve) => setImmediate(resolve))
     })
+  /** The same for the channel of lease `name`. */
+  const settle = (name: string, error?: Error) => settleChannel(`lease:{${name}}`, error)
+  /** The same for the channel of session `sessionId`. */
+  const settleSession = (sessionId: string, error?: Error) => settleChannel(`session:{${sessionId}}`, error)
   /** `sessionId` is refused each of `names` and each channel is confirmed. */
   const waitConfirmed = (sessionId: string, ...names: ReadonlyArray<string>) =>
     Effect.gen(function*() {
       for (const name of names) watches.refused(sessionId, name, watches.sent())
       for (const name of names) yield* settle(name)
     })
-  return { watches, log, hints, errors, settle, waitConfirmed }
+  return { watches, log, hints, errors, settle, settleSession, subscriber, waitConfirmed }
 })
 
 const released = (name: string) => Hint.Released({ name })
@@ -153,6 +160,55 @@ describe("Redis lease channel watches", () => {
       watches.reconnected()
       expect(hints).toEqual([released("a")])
       watches.refused("s2", "a", before)
+      expect(hints).toEqual([released("a"), released("a")])
+    }))
+  it.scoped("a session's channel is subscribed when it opens (opened resolves on the confirmation) and unsubscribed once when it ends", () =>
+    Effect.gen(function*() {
+      const { log, settleSession, watches } = yield* setUp
+      let resolved = false
+      const opened = watches.opened("s1").then(() => {
+        resolved = true
+      })
+      expect(log).toEqual(["SUBSCRIBE session:{s1}"])
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      expect(resolved).toBe(false)
+      yield* settleSession("s1")
+      yield* Effect.promise(() => opened)
+      expect(resolved).toBe(true)
+      watches.ended("s1")
+      watches.ended("s1")
+      expect(log).toEqual(["SUBSCRIBE session:{s1}", "UNSUBSCRIBE session:{s1}"])
+    }))
+
+  it.scoped("a subscriber that is down: opened resolves at once, the SUBSCRIBE is still sent", () =>
+    Effect.gen(function*() {
+      const { log, subscriber, watches } = yield* setUp
+      subscriber.up = false
+      yield* Effect.promise(() => watches.opened("s1"))
+      expect(log).toEqual(["SUBSCRIBE session:{s1}"])
+    }))
+
+  it.scoped("a refusal of an acquire sent before the session's channel was confirmed is hinted: by the confirmation, or at once", () =>
+    Effect.gen(function*() {
+      const { hints, settleSession, waitConfirmed, watches } = yield* setUp
+      // The lease's channel is long confirmed: any hint below comes from the session's channel.
+      yield* waitConfirmed("s0", "a")
+      hints.length = 0
+      // Refused while the session's SUBSCRIBE is in flight: its confirmation hints.
+      void watches.opened("s1")
+      watches.refused("s1", "a", watches.sent())
+      expect(hints).toEqual([])
+      yield* settleSession("s1")
+      expect(hints).toEqual([released("a")])
+      // Sent before the confirmation, refused after it: hinted at once.
+      void watches.opened("s2")
+      const early = watches.sent()
+      yield* settleSession("s2")
+      expect(hints).toEqual([released("a")])
+      watches.refused("s2", "a", early)
+      expect(hints).toEqual([released("a"), released("a")])
+      // Sent after the confirmation: nothing could be missed.
+      watches.refused("s2", "a", watches.sent())
       expect(hints).toEqual([released("a"), released("a")])
     }))
 })

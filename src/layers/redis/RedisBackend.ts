@@ -62,11 +62,14 @@
  *   expiring with it.
  * - `simba:group:{g}`: sorted set of member session ids scored by their expiry (server epoch ms);
  *   expired members are dropped (`ZREMRANGEBYSCORE`) before any read.
- * - Pub/sub: a release (and a session close, for each lease) publishes `released` (or, handing it
- *   off, `granted:<sid>:<token>` / `released:<sid>`) on the channel named exactly like the lease key,
- *   `simba:lease:{name}`; a group change publishes `joined`, `left` or `expired` on the channel
- *   named like the group key, `simba:group:{g}`. The subscriber connection listens to the groups
- *   with `PSUBSCRIBE simba:group:*`, and to a lease's channel (`SUBSCRIBE`) only while one of this
+ * - Pub/sub: a release (and a session close, for each lease) publishes `released` on the channel
+ *   named exactly like the lease key, `simba:lease:{name}`, or, handing it off, tells the waiter: in
+ *   mode `node` on the channel named like the waiter's session key, `simba:session:{sid}`
+ *   (`granted:<token>:<name>` / `released:<name>`), so that only its client wakes; in mode `cluster`
+ *   on the lease's channel (`released:<sid>`). A group change publishes `joined`, `left` or `expired`
+ *   on the channel named like the group key, `simba:group:{g}`. The subscriber connection listens to
+ *   the groups with `PSUBSCRIBE simba:group:*`, to each of this backend's sessions' channels while
+ *   the session lives (mode `node`), and to a lease's channel (`SUBSCRIBE`) only while one of this
  *   backend's sessions waits for the lease, and a linger after (`watches.ts`): an uncontended
  *   release publishes to a channel nobody hears, and a client is not woken by every release of every
  *   other client of the store (an idle client on the prefix spent ~50 µs of CPU per lock another
@@ -105,7 +108,8 @@
  * - when a release or closeSession frees the lease, in mode `node` the script **grants** it
  *   to the first waiter whose session is still alive (dead ones leave the queue): the next token,
  *   the lease in that session's set, exactly as its own acquire would, and publishes
- *   `granted:<sid>:<token>`, which the subscriber turns into `Hint.Granted({ name, to, token })`.
+ *   `granted:<token>:<name>` on that session's channel, which the subscriber turns into
+ *   `Hint.Granted({ name, to, token })`.
  *   The waiter's client adopts it without another round trip (the hand-off costs one release plus
  *   one pub/sub message); if the message is lost, its next renewal lists the lease and it adopts it
  *   then; a client that no longer wants it releases it, and it goes to the next waiter. The engine
@@ -113,8 +117,9 @@
  *   seen (see `Engine`), so a late or repeated message can never revive an old grant;
  * - in mode `cluster`, and when an acquire finds the holder's session gone (takeover), the first live
  *   waiter (in mode `cluster`: its shadow in the lease's slot, not closed) gets a reservation of
- *   `reservationMillis` (250 ms) instead, published as `released:<sid>`, which the subscriber turns
- *   into `Hint.Released({ name, to: sid })` (clients other than `sid` ignore it): a grant there
+ *   `reservationMillis` (250 ms) instead, published as `released:<sid>` on the lease's channel (mode
+ *   `cluster`) or `released:<name>` on the session's (mode `node`), which the subscriber turns into
+ *   `Hint.Released({ name, to: sid })` (clients other than `sid` ignore it): a grant there
  *   would need the waiter's registration in that slot to be current, which only its own acquire
  *   establishes; a plain `released` (nobody waits; and the message of older versions) is a hint
  *   without `to`;
@@ -276,13 +281,14 @@ const start = (
     )
     yield* Eviction.check(client, tracker, settings.allowEvictionPolicy)
     const subscriber = yield* Connection.subscriber(settings, client, logError("subscriber"))
+    const { delayMs, idleMs, mode } = settings
     const { hints, watches } = yield* Hints.make(
+      mode,
       k,
       subscriber,
-      (error) => runFork(Effect.logDebug("simba redis: subscriber: (un)subscribing a lease channel failed", error))
+      (error) => runFork(Effect.logDebug("simba redis: subscriber: (un)subscribing a channel failed", error))
     )
     const runner = Connection.runner(client, tracker)
-    const { delayMs, idleMs, mode } = settings
     yield* Markers.markOnStart(mode, k, runner, client, delayMs)
     return LeaseBackend.make({
       backend: "redis",

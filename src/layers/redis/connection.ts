@@ -134,6 +134,8 @@ export interface Subscriber {
   readonly psubscribe: (patterns: ReadonlyArray<string>) => Effect.Effect<void, BackendError>
   /** `SUBSCRIBE` one channel; resolves when the server confirmed it. */
   readonly subscribe: (channel: string) => Promise<unknown>
+  /** Whether the connection is up now (a `SUBSCRIBE` sent now is answered without waiting for a reconnect). */
+  readonly isReady: () => boolean
   readonly unsubscribe: (channel: string) => Promise<unknown>
 }
 
@@ -158,6 +160,7 @@ export const subscriber = (
           catch: (cause) => backendError("subscribe", cause)
         }),
       subscribe: (channel) => connection.subscribe(channel),
+      isReady: () => connection.status === "ready",
       unsubscribe: (channel) => connection.unsubscribe(channel)
     })
   )

@@ -291,6 +291,8 @@ export const make = (
         const sessionId = newSessionId()
         const reply = yield* run("openSession", Scripts.open({ home: k.session(sessionId) }, { ttl }))
         if (reply[0] === "exists") return yield* Effect.fail(backendError("openSession", "session id collision"))
+        // Mode `node`: its hand-off grants come on its own channel (see `Watches`).
+        yield* Effect.promise(() => watches.opened(sessionId))
         return { sessionId, remaining: Duration.millis(reply[1]) }
       }),
 

@@ -273,10 +273,15 @@ local function next_waiter(lk, q, holders)
   if #dead > 0 then redis.call('ZREM', q, unpack(dead)) end
   return head
 end
--- Reserve the free lease lk for sid until now + the reservation and tell it ('released:<sid>').
-local function reserve(lk, sid, now)
+-- Reserve the free lease lk (name) for sid until now + the reservation and tell sid: in mode 'node'
+-- on its session's channel ('released:<name>'), in mode 'cluster' on the lease's ('released:<sid>').
+local function reserve(lk, name, sid, now, holders)
   redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${reservationMillis})
-  redis.call('PUBLISH', lk, 'released:' .. sid)
+  if holders.mode == 'node' then
+    redis.call('PUBLISH', holder_key(holders, sid), 'released:' .. name)
+  else
+    redis.call('PUBLISH', lk, 'released:' .. sid)
+  end
 end
 -- sid (whose liveness key has own ms left) holds lk (name, listed in its set) with token from now
 -- on. expiring: lk may carry an expiry (a free hash that exists), which the grant removes. The
@@ -291,8 +296,8 @@ local function hold(lk, set, name, sid, token, now, own, expiring)
   redis.call('PEXPIRE', set, own)
 end
 -- Mode 'node': grant the lease lk (name, last token stored) to the live waiter head, as its
--- acquire would, and tell it ('granted:<sid>:<token>'), so it holds the lease without another round
--- trip. expiring: as in hold.
+-- acquire would, and tell it on its session's channel ('granted:<token>:<name>', heard by head's
+-- client alone), so it holds the lease without another round trip. expiring: as in hold.
 local function grant_to(lk, q, name, head, holders, stored, expiring)
   local home = holder_key(holders, head)
   local now, us = server_time()
@@ -300,7 +305,7 @@ local function grant_to(lk, q, name, head, holders, stored, expiring)
   hold(lk, home .. ':leases', name, head, token, now, redis.call('PTTL', home), expiring)
   bump(holders, home)
   redis.call('ZREM', q, head)
-  redis.call('PUBLISH', lk, 'granted:' .. head .. ':' .. token)
+  redis.call('PUBLISH', home, 'granted:' .. token .. ':' .. name)
 end
 -- lk (last token stored; queued: it carries 'queued') becomes free: its holder gives it up (held:
 -- the hash still names it) or its reservation was withdrawn. In mode 'node' it goes straight to the
@@ -317,7 +322,7 @@ local function hand_off(lk, q, name, holders, stored, queued, held)
   end
   if held then free(lk, holders) end
   if head then
-    reserve(lk, head, now_ms())
+    reserve(lk, name, head, now_ms(), holders)
   else
     redis.call('PUBLISH', lk, 'released')
   end
@@ -404,7 +409,7 @@ local function acquire(lk, q, set, sid, name, own, holders)
     end
     if h[5] then head = next_waiter(lk, q, holders) end
     if head and head ~= sid then
-      reserve(lk, head, now)
+      reserve(lk, name, head, now, holders)
       untill = now + ${reservationMillis}
     end
   end
