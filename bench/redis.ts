@@ -804,7 +804,8 @@ export interface HandoverResult {
   readonly samples: ReadonlyArray<number>
   /**
    * Simba only, for the diagnosis: holder starts releasing → a plain subscriber connection hears the
-   * `released` message its release script publishes (that is, the release has run in Redis), ms.
+   * hand-off message its release script publishes on the waiter's session channel (that is, the
+   * release has run in Redis), ms.
    */
   readonly releasedInRedis?: ReadonlyArray<number>
   /** Round trips the waiter's connection(s) sent while waiting, per second of waiting. */
@@ -824,11 +825,19 @@ export const handoverSimba = async (ctx: Context): Promise<HandoverResult> => {
       })
     )
     const listener = await newRedis(`${ctx.prefix}-simba-hl`)
+    // By lease name: a hand-off grant is told on the waiter's session channel (`granted:<token>:<name>`),
+    // a plain release on the lease's.
+    const keys = RedisBackend.keys(`${ctx.prefix}:simba`)
     const heard = new Map<string, number>()
-    listener.on("pmessage", (_pattern: string, channel: string) => {
-      if (!heard.has(channel)) heard.set(channel, now())
+    listener.on("pmessage", (_pattern: string, channel: string, message: string) => {
+      const name = channel.startsWith(keys.leasePrefix)
+        ? channel.slice(keys.leasePrefix.length, -1)
+        : message.startsWith("granted:")
+        ? message.slice(message.indexOf(":", 8) + 1)
+        : undefined
+      if (name !== undefined && !heard.has(name)) heard.set(name, now())
     })
-    await listener.psubscribe(`${ctx.prefix}:simba:lease:*`)
+    await listener.psubscribe(`${keys.leasePrefix}*`, `${keys.sessionPrefix}*`)
     const samples: Array<number> = []
     const releasedInRedis: Array<number> = []
     let waited = 0
@@ -861,7 +870,7 @@ export const handoverSimba = async (ctx: Context): Promise<HandoverResult> => {
       await Effect.runPromise(Effect.zipRight(Deferred.succeed(done, undefined), Fiber.join(fiber)))
       if (i >= HANDOVER_WARMUP) {
         samples.push(got.at - released)
-        releasedInRedis.push((heard.get(RedisBackend.keys(`${ctx.prefix}:simba`).lease(name)) ?? Number.NaN) - released)
+        releasedInRedis.push((heard.get(name) ?? Number.NaN) - released)
         waited += got.at - asked
         waiterRoundTrips += got.rt - rt0
       }

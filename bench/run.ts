@@ -306,7 +306,7 @@ const main = async () => {
         row("handover", `waiter round trips/s while waiting${suffix}`, "1/s", h((r) => r.waiterRoundTripsPerSecond))
         row("handover", `waiter round trips per handover (waits of 10–40 ms)${suffix}`, "round trips", h((r) => r.waiterRoundTripsPerHandover))
       }
-      row("handover", "Simba: release → its `released` PUBLISH heard by a plain subscriber (release ran in Redis), median", "ms", {
+      row("handover", "Simba: release → its hand-off message heard by a plain subscriber (release ran in Redis), median", "ms", {
         simba: R.summary.median(hSimba.releasedInRedis ?? [])
       })
       return hSimba
