@@ -9,8 +9,8 @@
  *   fiber taking events from a mailbox, each backend call (the LeaseBackend's `acquire` and
  *   `release`) in a fiber of its own, the body in a fiber of its own, the caller resumed once the
  *   release is sent (as `withLock` returns). Built from the primitives the client's shell uses (its
- *   `Mailbox`, `Runtime.runFork`, a resume callback rather than a `Deferred`), so it is the least that
- *   shape costs here, not a strawman: Simba minus this is the engine and its bookkeeping.
+ *   `Mailbox`, `Runtime.runFork`, a resume callback rather than a `Deferred`): as cheap as we know how
+ *   to build that shape, not a strawman. Simba minus this is the engine and its bookkeeping.
  */
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
