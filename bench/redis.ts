@@ -509,7 +509,7 @@ const contendedResult = (
   const roundTrips = probe.end.rt.total - probe.start.rt.total
   const sessionRoundTrips = probe.end.rt.session - probe.start.rt.session
   const sessionCommands = sessionRoundTrips * commandsPerKeepAlive
-  const cpu = process.cpuUsage(probe.start.cpu)
+  const cpu = { user: probe.end.cpu.user - probe.start.cpu.user, system: probe.end.cpu.system - probe.start.cpu.system }
   return {
     windowMs: to - from,
     sections: inWindow.length,
