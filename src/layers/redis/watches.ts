@@ -1,7 +1,8 @@
 /**
- * Which lease channels the subscriber hears. A client needs the messages of a lease only while one
- * of its sessions waits for it (refused, and neither granted nor withdrawn since): the hand-off grant,
- * the reservation or the plain `released` that ends its wait. So a lease's channel is subscribed when
+ * Which lease and session channels the subscriber hears. A client needs the messages of a lease only
+ * while one of its sessions waits for it (refused, and neither granted nor withdrawn since): the plain
+ * `released` and (mode `cluster`) the reservation that end its wait; in mode `node` the hand-off grant
+ * and the reservation come on the session's channel (below). So a lease's channel is subscribed when
  * an acquire is refused, not every lease's channel by pattern: an uncontended lock's release publishes
  * to a channel nobody hears (no wake-up of its own client for its own message), and a client does not
  * hear every release of every other client of the store.
