@@ -347,8 +347,9 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
     const shaped = await newScope()
     try {
       const withLock = await inScope(shaped, Shape.shellShape(backend, sessionId))
-      await Effect.runPromise(timed("sh-warm", WARMUP, withLock))
-      ;[shellShape, shellShapeCpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("sh", RUNS, withLock)))
+      const pair = (name: string) => withLock(name, Effect.void)
+      await Effect.runPromise(timed("sh-warm", WARMUP, pair))
+      ;[shellShape, shellShapeCpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("sh", RUNS, pair)))
     } finally {
       await closeScope(shaped)
     }
@@ -792,6 +793,110 @@ export const renewCommandsSimba = async (ctx: Context): Promise<RenewCommandsRes
   }
 }
 
+/**
+ * Sessions for the floors of `shape.ts`: a backend of their own each (its two connections, its hints),
+ * sessions long enough to outlive a run without renewals.
+ */
+const floorSessions = (ctx: Context, label: string, n: number) =>
+  Effect.forEach(
+    Array.from({ length: n }, (_, i) => i),
+    (i) =>
+      Effect.gen(function*() {
+        const backend = yield* RedisBackend.make({
+          url: redisUrl,
+          keyPrefix: `${ctx.prefix}:simba`,
+          lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
+          connectionName: `${ctx.prefix}-${label}${i}`
+        })
+        const { sessionId } = yield* backend.openSession(Duration.millis(LEASE_MS * 20))
+        return { backend, sessionId }
+      }),
+    { concurrency: "unbounded" }
+  )
+
+/** Floor 1 under a Redis lock that waits: `Shape.bareLocker`s on sessions of `floorSessions`. */
+const bareLockers = async (ctx: Context, scope: Scope.CloseableScope, label: string, n: number) => {
+  const sessions = await inScope(scope, floorSessions(ctx, `${label}s`, n))
+  const lockers: Array<Shape.BareLocker> = []
+  for (const [i, { sessionId }] of sessions.entries()) {
+    const [redis, subscriber] = await Promise.all([newRedis(`${ctx.prefix}-${label}${i}`), newRedis(`${ctx.prefix}-${label}${i}:hints`)])
+    await Effect.runPromise(Scope.addFinalizer(scope, Effect.promise(() => Promise.all([quit(redis), quit(subscriber)]))))
+    lockers.push(await Shape.bareLocker(redis, subscriber, `${ctx.prefix}:simba`, sessionId))
+  }
+  return lockers
+}
+
+/** Floor 2: the SPEC §5 shape without the engine (`Shape.shellShape`) on sessions of `floorSessions`. */
+const shapedLockers = (ctx: Context, scope: Scope.CloseableScope, label: string, n: number) =>
+  inScope(
+    scope,
+    Effect.flatMap(
+      floorSessions(ctx, label, n),
+      (sessions) => Effect.forEach(sessions, ({ backend, sessionId }) => Shape.shellShape(backend, sessionId))
+    )
+  )
+
+export interface ContendedFloors {
+  /** The contended run on `Shape.bareLocker`s: Simba's scripts and fair hand-off, no client. */
+  readonly scriptsBare: ContendedResult
+  /** The same on `Shape.shellShape`: the SPEC §5 shape, no engine. */
+  readonly shellShape: ContendedResult
+}
+
+/** The contended run (`CONTENDERS` contenders, one name, `WORK_MS` sections) on the two floors. */
+export const contendedFloors = async (ctx: Context): Promise<ContendedFloors> => {
+  const window = () => {
+    const start = now() + 20
+    const from = start + CONTENDED_WARMUP_MS
+    return { start, from, to: from + CONTENDED_WINDOW_MS }
+  }
+  let scriptsBare: ContendedResult
+  const bareScope = await newScope()
+  try {
+    const lockers = await bareLockers(ctx, bareScope, "floor-cb", CONTENDERS)
+    const { from, start, to } = window()
+    const sections: Array<Section> = []
+    const probe = windowProbe(ctx, `${ctx.prefix}-floor-cb`, from, to)
+    await Promise.all(lockers.map(async (locker, i) => {
+      await sleepUntil(start)
+      while (now() < to) {
+        const asked = now()
+        const token = await locker.lock("contended")
+        sections.push({ contender: i, asked, held: now() })
+        await sleep(WORK_MS)
+        await locker.unlock("contended", token)
+      }
+    }))
+    scriptsBare = contendedResult(sections, await probe, 0, 0)
+  } finally {
+    await closeScope(bareScope)
+  }
+  const shapeScope = await newScope()
+  try {
+    const lockers = await shapedLockers(ctx, shapeScope, "floor-cs", CONTENDERS)
+    const { from, start, to } = window()
+    const sections: Array<Section> = []
+    const probe = windowProbe(ctx, `${ctx.prefix}-floor-cs`, from, to)
+    await Effect.runPromise(Effect.forEach(lockers, (withLock, i) =>
+      Effect.gen(function*() {
+        yield* Effect.promise(() => sleepUntil(start))
+        while (now() < to) {
+          const asked = now()
+          yield* withLock(
+            "contended",
+            Effect.suspend(() => {
+              sections.push({ contender: i, asked, held: now() })
+              return Effect.promise(() => sleep(WORK_MS))
+            })
+          )
+        }
+      }), { concurrency: "unbounded", discard: true }))
+    return { scriptsBare, shellShape: contendedResult(sections, await probe, 0, 0) }
+  } finally {
+    await closeScope(shapeScope)
+  }
+}
+
 // -------------------------------------------------------------------------------------------------
 // handover
 // -------------------------------------------------------------------------------------------------
@@ -808,6 +913,11 @@ export interface HandoverResult {
    * release has run in Redis), ms.
    */
   readonly releasedInRedis?: ReadonlyArray<number>
+  /**
+   * Simba only: the same hand-over with `withLock` on both sides, from the holder's body's end to the
+   * start of the waiter's (the measure of the `shellShape` floor's row), ms.
+   */
+  readonly withLockBodies?: ReadonlyArray<number>
   /** Round trips the waiter's connection(s) sent while waiting, per second of waiting. */
   readonly waiterRoundTripsPerSecond: number
   /** The same, per handover (a waiter woken by a push sends 2 whatever the wait: its first try and the winning one). */
@@ -876,14 +986,111 @@ export const handoverSimba = async (ctx: Context): Promise<HandoverResult> => {
       }
     }
     await quit(listener)
+    const withLockBodies = await handoverOfBodies(
+      (name, body) => holder.client.withLock(name, body),
+      (name, body) => waiter.client.withLock(name, body),
+      "handover-wl"
+    )
     return {
       samples,
       releasedInRedis,
+      withLockBodies,
       waiterRoundTripsPerSecond: waiterRoundTrips / (waited / 1000),
       waiterRoundTripsPerHandover: waiterRoundTrips / HANDOVERS
     }
   } finally {
     await closeScope(scope)
+  }
+}
+
+type WithLock = (name: string, body: Effect.Effect<void>) => Effect.Effect<unknown, unknown>
+
+/**
+ * The hand-over run on two `withLock`s: the holder's body waits, the waiter asks (and queues), then,
+ * after the same idle as every hand-over sample, the holder's body ends; the sample is from the
+ * holder's body's end to the start of the waiter's, ms.
+ */
+const handoverOfBodies = async (holder: WithLock, waiter: WithLock, label: string): Promise<Array<number>> => {
+  const samples: Array<number> = []
+  for (let i = 0; i < HANDOVER_WARMUP + HANDOVERS; i++) {
+    const name = `${label}-${i}`
+    const sample = await Effect.runPromise(Effect.gen(function*() {
+      const [holding, release, held, done] = yield* Effect.all([
+        Deferred.make<void>(),
+        Deferred.make<void>(),
+        Deferred.make<void>(),
+        Deferred.make<void>()
+      ])
+      let released = Number.NaN
+      let heldAt = Number.NaN
+      const holderFiber = yield* Effect.fork(holder(
+        name,
+        Effect.zipRight(
+          Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(release)),
+          Effect.sync(() => {
+            released = now()
+          })
+        )
+      ))
+      yield* Deferred.await(holding)
+      const waiterFiber = yield* Effect.fork(waiter(
+        name,
+        Effect.zipRight(
+          Effect.sync(() => {
+            heldAt = now()
+          }),
+          Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(done))
+        )
+      ))
+      yield* Effect.promise(() => sleep(waitBeforeRelease()))
+      yield* Deferred.succeed(release, undefined)
+      yield* Deferred.await(held)
+      yield* Deferred.succeed(done, undefined)
+      yield* Fiber.join(holderFiber)
+      yield* Fiber.join(waiterFiber)
+      return heldAt - released
+    }))
+    if (i >= HANDOVER_WARMUP) samples.push(sample)
+  }
+  return samples
+}
+
+export interface HandoverFloors {
+  /** Holder starts releasing → waiter holds, ms, on `Shape.bareLocker`s (Simba's scripts, no client). */
+  readonly scriptsBare: ReadonlyArray<number>
+  /** The same on `Shape.shellShape` (the SPEC §5 shape, no engine): the holder's body ends → the waiter's starts. */
+  readonly shellShape: ReadonlyArray<number>
+}
+
+/** The hand-over run (a waiter queued, the same idle, then the release) on the two floors. */
+export const handoverFloors = async (ctx: Context): Promise<HandoverFloors> => {
+  const scriptsBare: Array<number> = []
+  const bareScope = await newScope()
+  try {
+    const [holder, waiter] = await bareLockers(ctx, bareScope, "floor-hb", 2)
+    for (let i = 0; i < HANDOVER_WARMUP + HANDOVERS; i++) {
+      const name = `floor-hb-${i}`
+      const token = await holder!.lock(name)
+      let heldAt = Number.NaN
+      const waited = waiter!.lock(name).then((token) => {
+        heldAt = now()
+        return token
+      })
+      await sleep(waitBeforeRelease())
+      const t0 = now()
+      await holder!.unlock(name, token)
+      await waiter!.unlock(name, await waited)
+      if (i >= HANDOVER_WARMUP) scriptsBare.push(heldAt - t0)
+    }
+  } finally {
+    await closeScope(bareScope)
+  }
+  const shapeScope = await newScope()
+  try {
+    const [holder, waiter] = await shapedLockers(ctx, shapeScope, "floor-hs", 2)
+    return { scriptsBare, shellShape: await handoverOfBodies(holder!, waiter!, "floor-hs") }
+  } finally {
+    await closeScope(shapeScope)
   }
 }
 

@@ -12,13 +12,16 @@
  *   the engine); then what an idle Simba client of the same prefix in another process spends
  *   meanwhile (`bystander.ts`);
  * - contended: 8 contenders (8 clients) on one name, each taking the lock, ~1 ms of work
- *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window;
+ *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window; then the same on the two
+ *   floors of `shape.ts` (Simba's scripts with fair hand-off through bare ioredis; the SPEC §5 shell
+ *   shape on the LeaseBackend);
  * - renew: one client holding 1,000 leases, 10 s window;
  * - renew10k: one client holding 10,000 leases (locks, then a partition group of 10,000 partitions),
  *   on the single node and on the Cluster: renewal round trip and CPU per renewal, beside the CPU of a
  *   bare client renewing as often (a process of its own); then the LeaseBackend alone holding 10,000
  *   leases (see `renew10k.ts`);
- * - handover: a holder releases while one contender waits (50 times, after 5 warm-up);
+ * - handover: a holder releases while one contender waits (50 times, after 5 warm-up); Simba also
+ *   with `withLock` on both sides (body end → body start), and the same two floors;
  * - engine: `Engine.step` events per second (each case in a fresh process); heap per idle election; heap kept
  *   per `withLock` (a leak check).
  *
@@ -309,6 +312,20 @@ const main = async () => {
       row("handover", "Simba: release → its hand-off message heard by a plain subscriber (release ran in Redis), median", "ms", {
         simba: R.summary.median(hSimba.releasedInRedis ?? [])
       })
+      row("handover", "Simba withLock both sides: holder's body ends → waiter's body starts, median of 50 (as the shell-shape floor)", "ms", {
+        simba: R.summary.median(hSimba.withLockBodies ?? []),
+        floor: R.summary.median(floor.pushHandoverAfterIdle)
+      })
+      log("handover: floors (Simba's scripts through bare ioredis; SPEC §5 shell shape on the LeaseBackend)")
+      const hFloors = await R.handoverFloors(ctx)
+      row("handover", "floor: Simba's scripts through bare ioredis (no Effect, no client), release → waiter holds, median of 50", "ms", {
+        simba: R.summary.median(hFloors.scriptsBare),
+        floor: R.summary.median(floor.pushHandoverAfterIdle)
+      })
+      row("handover", "floor: SPEC §5 shell shape on the LeaseBackend (no engine), body ends → waiter's body starts, median of 50", "ms", {
+        simba: R.summary.median(hFloors.shellShape),
+        floor: R.summary.median(floor.pushHandoverAfterIdle)
+      })
       return hSimba
     }
     if (only === "handover") {
@@ -421,6 +438,17 @@ const main = async () => {
       redlock: 0,
       redisSemaphore: 0
     })
+    log("contended: floors (Simba's scripts through bare ioredis; SPEC §5 shell shape on the LeaseBackend; 11 s each)")
+    const cFloors = await R.contendedFloors(ctx)
+    for (const [label, r] of [
+      ["floor: Simba's scripts through bare ioredis (fair hand-off, no client)", cFloors.scriptsBare],
+      ["floor: SPEC §5 shell shape on the LeaseBackend (no engine)", cFloors.shellShape]
+    ] as const) {
+      row("contended", `${label}, critical sections/s`, "1/s", { simba: r.sectionsPerSecond })
+      row("contended", `${label}, fairness`, "index", { simba: r.fairness })
+      row("contended", `${label}, longest single wait`, "ms", { simba: r.longestWaitMs })
+      row("contended", `${label}, process CPU time per critical section`, "µs", { simba: us(r.cpuPerSection) })
+    }
     const perContender = (r: R.ContendedResult) => `[${r.perContender.join(" ")}]`
     notes.push(
       `contended per-contender sections: simba ${perContender(cSimba)}; ` +
