@@ -64,8 +64,11 @@ export const exited = (child: ChildProcess): Promise<void> =>
 export interface ScriptOptions {
   readonly env?: Record<string, string>
   readonly args?: ReadonlyArray<string>
-  /** Where the child's stderr goes (default: this process's). */
-  readonly stderr?: "inherit" | "ignore"
+  /**
+   * Where the child's stderr goes (default: this process's). `collect`: to this process's stderr too,
+   * and kept (`stderrOf`), for a test that must tell how a child died.
+   */
+  readonly stderr?: "inherit" | "ignore" | "collect"
 }
 
 export interface Processes {
@@ -76,6 +79,8 @@ export interface Processes {
   readonly spawnCommand: (command: string, args: ReadonlyArray<string>, cwd?: string) => ChildProcess
   readonly signal: (child: ChildProcess | number, sig: NodeJS.Signals) => void
   readonly byPid: (pid: number) => ChildProcess
+  /** What a child started with `stderr: "collect"` wrote to stderr so far. */
+  readonly stderrOf: (pid: number) => string
   readonly alive: () => ReadonlyArray<ChildProcess>
   readonly waitFor: (what: string, predicate: () => boolean, timeoutMs: number) => Promise<void>
   /** SIGCONT then SIGKILL to every group still alive; resolves when they have exited. */
@@ -85,6 +90,7 @@ export interface Processes {
 export const processes = (): Processes => {
   const lines: Array<Line> = []
   const children: Array<ChildProcess> = []
+  const stderrs = new Map<number, string>()
   const byPid = (pid: number) => {
     const child = children.find((c) => c.pid === pid)
     if (child === undefined) throw new Error(`no child with pid ${pid}`)
@@ -99,9 +105,16 @@ export const processes = (): Processes => {
         cwd: root,
         detached: true,
         env: { ...process.env, ...options.env },
-        stdio: ["ignore", "pipe", options.stderr ?? "inherit"]
+        stdio: ["ignore", "pipe", options.stderr === "collect" ? "pipe" : options.stderr ?? "inherit"]
       }
     )
+    if (options.stderr === "collect") {
+      stderrs.set(child.pid!, "")
+      child.stderr!.on("data", (chunk: Buffer) => {
+        process.stderr.write(chunk)
+        stderrs.set(child.pid!, stderrs.get(child.pid!)! + chunk.toString())
+      })
+    }
     let buffer = ""
     child.stdout!.on("data", (chunk: Buffer) => {
       buffer += chunk.toString()
@@ -159,6 +172,7 @@ export const processes = (): Processes => {
     spawnCommand,
     signal: (child, sig) => signalGroup(typeof child === "number" ? byPid(child) : child, sig),
     byPid,
+    stderrOf: (pid) => stderrs.get(pid) ?? "",
     alive: () => children.filter(isAlive),
     waitFor,
     stopAll

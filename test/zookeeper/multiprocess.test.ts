@@ -11,6 +11,12 @@
  *   trip or two (the watch), long before any expiry;
  * - the fenced register (a ZooKeeper node updated by compare-and-set) never accepts a token below one
  *   it accepted before, and each token is one process's.
+ *
+ * The woken process can be aborted by the `zookeeper` addon itself (a libuv assertion in its poll
+ * handling after a connection timed out; README, ZooKeeper, "Known addon defect"): seen once in a CI
+ * run of this test, in none of 40 local runs. Then the test does what a supervisor would: it checks
+ * that the process died of that assertion (anything else fails the test), starts a replacement, and
+ * expects the replacement to take over at the graceful stop instead. It says so on stderr.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
@@ -35,6 +41,7 @@ const { lines } = children
 
 const start = () =>
   children.spawnScript("examples/zookeeper-leader.ts", {
+    stderr: "collect",
     env: {
       LEADER_NAME: name,
       FENCE_NODE: fence,
@@ -55,6 +62,12 @@ const waitFor = (what: string, predicate: () => boolean, timeoutMs: number) =>
   })
 
 const elected = () => lines.filter((l) => l.words[0] === "ELECTED")
+
+/** The process `pid` was aborted by the addon's libuv assertion (see the module comment). */
+const abortedByAddon = (pid: number): boolean => {
+  const child = children.byPid(pid)
+  return child.signalCode === "SIGABRT" && /deps\/uv\/src\/unix\/[a-z]+\.c:\d+: uv_\w+: Assertion/.test(children.stderrOf(pid))
+}
 
 afterAll(async () => {
   await children.stopAll()
@@ -99,11 +112,27 @@ describe("three processes on ZooKeeper", () => {
     expect(takeover).toBeLessThanOrEqual(expiryBound)
     expect(BigInt(third.words[1]!)).toBeGreaterThan(BigInt(second.words[1]!))
     await sleep(Math.max(0, leaseDuration + 1500 - (performance.now() - pausedAt)))
+    const resumedAt = lines.length
     signal(second.pid, "SIGCONT")
-    // The woken process ends its term (revoked) and competes again on a new session.
+    const woken = children.byPid(second.pid)
+    const wokenExited = () => woken.exitCode !== null || woken.signalCode !== null
+    const sinceResumed = () => lines.slice(resumedAt).filter((l) => l.pid === second.pid)
+    // The woken process ends its term (revoked) and competes again on a new session (or the addon aborted it).
     await waitFor("the paused leader's revocation", () =>
-      lines.some((l) => l.words[0] === "REVOKED" && l.pid === second.pid), 10_000)
-    // Its renewal finds the session expired and it opens a new one: give it a session timeout.
+      sinceResumed().some((l) => l.words[0] === "REVOKED") || wokenExited(), 10_000)
+    await waitFor("the woken process's new session (or its exit)", () =>
+      sinceResumed().some((l) => l.text.includes("SessionOpened")) || wokenExited(), 10_000)
+    let standby = second.pid
+    if (wokenExited()) {
+      expect(abortedByAddon(second.pid), `the woken process exited (${woken.signalCode ?? woken.exitCode}) but not by the addon's assertion`).toBe(true)
+      process.stderr.write(
+        `zookeeper multi-process: the woken process ${second.pid} was aborted by the zookeeper addon (libuv assertion); ` +
+          "starting a replacement, which must take over at the graceful stop\n"
+      )
+      const replacement = start()
+      await waitFor("the replacement ready", () => lines.some((l) => l.words[0] === "READY" && l.pid === replacement.pid), 60_000)
+      standby = replacement.pid!
+    }
     await sleep(leaseDuration)
     expect(elected()).toHaveLength(3)
 
@@ -113,7 +142,7 @@ describe("three processes on ZooKeeper", () => {
     await waitFor("a fourth leader", () => elected().length >= 4, 10_000)
     const fourth = elected()[3]!
     const handover = fourth.at - stoppedAt
-    expect(fourth.pid).toBe(second.pid)
+    expect(fourth.pid).toBe(standby)
     expect(handover).toBeLessThan(leaseDuration / 2)
     expect(BigInt(fourth.words[1]!)).toBeGreaterThan(BigInt(third.words[1]!))
     const revokedThird = lines.find((l) => l.words[0] === "REVOKED" && l.pid === third.pid)
