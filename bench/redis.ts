@@ -144,14 +144,18 @@ const awaitLive = (client: Client.SimbaClient): Effect.Effect<string> =>
   })
 
 /** A Redis backend (two connections named `connection` and `connection:hints`) and a Simba client on it, session open. */
+/** Simba's Redis backend on the run's prefix, its connections named `connection` and `connection:hints`. */
+const simbaBackend = (ctx: Context, connection: string) =>
+  RedisBackend.make({
+    url: redisUrl,
+    keyPrefix: `${ctx.prefix}:simba`,
+    lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
+    connectionName: connection
+  })
+
 const simbaClient = (ctx: Context, connection: string): Effect.Effect<SimbaHandle, unknown, Scope.Scope> =>
   Effect.gen(function*() {
-    const backend = yield* RedisBackend.make({
-      url: redisUrl,
-      keyPrefix: `${ctx.prefix}:simba`,
-      lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
-      connectionName: connection
-    })
+    const backend = yield* simbaBackend(ctx, connection)
     const client = yield* Simba.make(simbaSettings).pipe(Effect.provideService(LeaseBackend, backend))
     const sessionId = yield* awaitLive(client)
     return { client, backend, sessionId }
@@ -319,15 +323,7 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
   let shellShapeCpuPerPair: number
   let commandsPerKeepAlive: number
   try {
-    const backend = await inScope(
-      alone,
-      RedisBackend.make({
-        url: redisUrl,
-        keyPrefix: `${ctx.prefix}:simba`,
-        lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
-        connectionName: `${ctx.prefix}-simba-b`
-      })
-    )
+    const backend = await inScope(alone, simbaBackend(ctx, `${ctx.prefix}-simba-b`))
     // Long enough to outlive the runs without renewals.
     const { sessionId } = await Effect.runPromise(backend.openSession(Duration.millis(LEASE_MS * 20)))
     const backendPair = (name: string) =>
@@ -532,6 +528,57 @@ const contendedResult = (
 
 const WORK_MS = 1
 
+/**
+ * One measuring window of the contended run: `contend` runs every contender from `start` (warm-up
+ * first) until `to`, recording each section; the probe reads the window's edges meanwhile.
+ */
+const contendedWindow = async (
+  ctx: Context,
+  connections: string,
+  costs: { readonly commandsPerPair: number; readonly commandsPerKeepAlive: number },
+  contend: (start: number, to: number, sections: Array<Section>) => Promise<unknown>
+): Promise<ContendedResult> => {
+  const start = now() + 20
+  const from = start + CONTENDED_WARMUP_MS
+  const to = from + CONTENDED_WINDOW_MS
+  const sections: Array<Section> = []
+  const probe = windowProbe(ctx, connections, from, to)
+  await contend(start, to, sections)
+  return contendedResult(sections, await probe, costs.commandsPerPair, costs.commandsPerKeepAlive)
+}
+
+/** Contenders on `withLock`s (Simba's clients, the shell-shape floor): take `name`, work `WORK_MS`, again. */
+const contendWithLocks = (withLocks: ReadonlyArray<WithLock>, name: string) =>
+(start: number, to: number, sections: Array<Section>) =>
+  Effect.runPromise(Effect.forEach(withLocks, (withLock, i) =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => sleepUntil(start))
+      while (now() < to) {
+        const asked = now()
+        yield* withLock(
+          name,
+          Effect.suspend(() => {
+            sections.push({ contender: i, asked, held: now() })
+            return Effect.promise(() => sleep(WORK_MS))
+          })
+        )
+      }
+    }), { concurrency: "unbounded", discard: true }))
+
+/** Contenders on promise locks (the peers, the bare-scripts floor): the same loop. */
+const contendWithAcquires = (acquires: ReadonlyArray<Peer["acquire"]>, name: string) =>
+(start: number, to: number, sections: Array<Section>) =>
+  Promise.all(acquires.map(async (acquire, i) => {
+    await sleepUntil(start)
+    while (now() < to) {
+      const asked = now()
+      const release = await acquire(name)
+      sections.push({ contender: i, asked, held: now() })
+      await sleep(WORK_MS)
+      await release()
+    }
+  }))
+
 export const contendedSimba = async (
   ctx: Context,
   costs: { readonly commandsPerPair: number; readonly commandsPerKeepAlive: number }
@@ -547,30 +594,12 @@ export const contendedSimba = async (
         { concurrency: "unbounded" }
       )
     )
-    const start = now() + 20
-    const from = start + CONTENDED_WARMUP_MS
-    const to = from + CONTENDED_WINDOW_MS
-    const sections: Array<Section> = []
-    const contender = (i: number) =>
-      Effect.gen(function*() {
-        const { client } = handles[i]!
-        yield* Effect.promise(() => sleepUntil(start))
-        while (now() < to) {
-          const asked = now()
-          yield* client.withLock(
-            "contended",
-            Effect.suspend(() => {
-              sections.push({ contender: i, asked, held: now() })
-              return Effect.promise(() => sleep(WORK_MS))
-            })
-          )
-        }
-      })
-    const probe = windowProbe(ctx, connections, from, to)
-    await Effect.runPromise(
-      Effect.forEach(handles, (_, i) => contender(i), { concurrency: "unbounded", discard: true })
+    return await contendedWindow(
+      ctx,
+      connections,
+      costs,
+      contendWithLocks(handles.map(({ client }) => (name, body) => client.withLock(name, body)), "contended")
     )
-    return contendedResult(sections, await probe, costs.commandsPerPair, costs.commandsPerKeepAlive)
   } finally {
     await closeScope(scope)
   }
@@ -587,24 +616,12 @@ export const contendedPeer = async (
     Array.from({ length: CONTENDERS }, (_, i) => makePeer(ctx, kind, tuning, `${connections}${i}`))
   )
   try {
-    const start = now() + 20
-    const from = start + CONTENDED_WARMUP_MS
-    const to = from + CONTENDED_WINDOW_MS
-    const sections: Array<Section> = []
-    const contender = async (i: number) => {
-      const peer = peers[i]!
-      await sleepUntil(start)
-      while (now() < to) {
-        const asked = now()
-        const release = await peer.acquire(`contended-${tuning}`)
-        sections.push({ contender: i, asked, held: now() })
-        await sleep(WORK_MS)
-        await release()
-      }
-    }
-    const probe = windowProbe(ctx, connections, from, to)
-    await Promise.all(peers.map((_, i) => contender(i)))
-    return contendedResult(sections, await probe, costs.commandsPerPair, 0)
+    return await contendedWindow(
+      ctx,
+      connections,
+      { commandsPerPair: costs.commandsPerPair, commandsPerKeepAlive: 0 },
+      contendWithAcquires(peers.map((peer) => peer.acquire), `contended-${tuning}`)
+    )
   } finally {
     await Promise.all(peers.map((peer) => peer.close()))
   }
@@ -757,15 +774,7 @@ export interface RenewCommandsResult {
 export const renewCommandsSimba = async (ctx: Context): Promise<RenewCommandsResult> => {
   const scope = await newScope()
   try {
-    const backend = await inScope(
-      scope,
-      RedisBackend.make({
-        url: redisUrl,
-        keyPrefix: `${ctx.prefix}:simba`,
-      lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
-        connectionName: `${ctx.prefix}-simba-renew-commands`
-      })
-    )
+    const backend = await inScope(scope, simbaBackend(ctx, `${ctx.prefix}-simba-renew-commands`))
     const ttl = Duration.millis(LEASE_MS)
     const { sessionId } = await Effect.runPromise(backend.openSession(ttl))
     await Effect.runPromise(
@@ -802,12 +811,7 @@ const floorSessions = (ctx: Context, label: string, n: number) =>
     Array.from({ length: n }, (_, i) => i),
     (i) =>
       Effect.gen(function*() {
-        const backend = yield* RedisBackend.make({
-          url: redisUrl,
-          keyPrefix: `${ctx.prefix}:simba`,
-          lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
-          connectionName: `${ctx.prefix}-${label}${i}`
-        })
+        const backend = yield* simbaBackend(ctx, `${ctx.prefix}-${label}${i}`)
         const { sessionId } = yield* backend.openSession(Duration.millis(LEASE_MS * 20))
         return { backend, sessionId }
       }),
@@ -845,53 +849,25 @@ export interface ContendedFloors {
 
 /** The contended run (`CONTENDERS` contenders, one name, `WORK_MS` sections) on the two floors. */
 export const contendedFloors = async (ctx: Context): Promise<ContendedFloors> => {
-  const window = () => {
-    const start = now() + 20
-    const from = start + CONTENDED_WARMUP_MS
-    return { start, from, to: from + CONTENDED_WINDOW_MS }
-  }
+  // Server counts are not split into pairs and renewals here: only the sections, CPU and waits are read.
+  const noCosts = { commandsPerPair: 0, commandsPerKeepAlive: 0 }
   let scriptsBare: ContendedResult
   const bareScope = await newScope()
   try {
     const lockers = await bareLockers(ctx, bareScope, "floor-cb", CONTENDERS)
-    const { from, start, to } = window()
-    const sections: Array<Section> = []
-    const probe = windowProbe(ctx, `${ctx.prefix}-floor-cb`, from, to)
-    await Promise.all(lockers.map(async (locker, i) => {
-      await sleepUntil(start)
-      while (now() < to) {
-        const asked = now()
-        const token = await locker.lock("contended")
-        sections.push({ contender: i, asked, held: now() })
-        await sleep(WORK_MS)
-        await locker.unlock("contended", token)
-      }
-    }))
-    scriptsBare = contendedResult(sections, await probe, 0, 0)
+    const acquires = lockers.map((locker) => async (name: string) => {
+      const token = await locker.lock(name)
+      return () => locker.unlock(name, token)
+    })
+    scriptsBare = await contendedWindow(ctx, `${ctx.prefix}-floor-cb`, noCosts, contendWithAcquires(acquires, "contended"))
   } finally {
     await closeScope(bareScope)
   }
   const shapeScope = await newScope()
   try {
     const lockers = await shapedLockers(ctx, shapeScope, "floor-cs", CONTENDERS)
-    const { from, start, to } = window()
-    const sections: Array<Section> = []
-    const probe = windowProbe(ctx, `${ctx.prefix}-floor-cs`, from, to)
-    await Effect.runPromise(Effect.forEach(lockers, (withLock, i) =>
-      Effect.gen(function*() {
-        yield* Effect.promise(() => sleepUntil(start))
-        while (now() < to) {
-          const asked = now()
-          yield* withLock(
-            "contended",
-            Effect.suspend(() => {
-              sections.push({ contender: i, asked, held: now() })
-              return Effect.promise(() => sleep(WORK_MS))
-            })
-          )
-        }
-      }), { concurrency: "unbounded", discard: true }))
-    return { scriptsBare, shellShape: contendedResult(sections, await probe, 0, 0) }
+    const shellShape = await contendedWindow(ctx, `${ctx.prefix}-floor-cs`, noCosts, contendWithLocks(lockers, "contended"))
+    return { scriptsBare, shellShape }
   } finally {
     await closeScope(shapeScope)
   }
