@@ -1,14 +1,10 @@
-import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+import { simbaAliases } from "./vitest.config.js"
 
-// Long fault runs outside `npm test`: `npm run test:chaos` (files `test/**/*.chaos.ts`; none today). The
-// ZooKeeper ensemble cases were here until issue 10 found why "SIGSTOP of a majority" once saw no leader
-// for 27 s (a ZooKeeper 3.8.0 server defect when its leader is among the stopped; see
-// test/zookeeper/ensemble.test.ts); they now run in `npm test`.
+// Long fault runs outside `npm test`: `npm run test:chaos` (files `test/**/*.chaos.ts`; none today: the
+// ZooKeeper ensemble cases run in `npm test`, see test/zookeeper/ensemble.test.ts).
 export default defineConfig({
-  resolve: {
-    alias: { simba: fileURLToPath(new URL("./src/index.ts", import.meta.url)) }
-  },
+  resolve: { alias: simbaAliases },
   test: {
     include: ["test/**/*.chaos.ts"],
     testTimeout: 120_000,

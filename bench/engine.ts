@@ -346,7 +346,7 @@ export const heapPerElection = (n: number): Promise<HeapResult> => {
   return Effect.runPromise(
     Effect.scoped(
       Effect.gen(function*() {
-        const backend = yield* MemoryBackend.make
+        const backend = yield* MemoryBackend.make()
         const leaders = yield* Simba.make(quiet).pipe(Effect.provideService(LeaseBackend, backend))
         const candidates = yield* Simba.make(quiet).pipe(Effect.provideService(LeaseBackend, backend))
         yield* waitFor(leaders, (s) => s.session.status === "LIVE")
@@ -403,7 +403,7 @@ export const heapPerWithLock = (): Promise<number> => {
   return Effect.runPromise(
     Effect.scoped(
       Effect.gen(function*() {
-        const backend = yield* MemoryBackend.make
+        const backend = yield* MemoryBackend.make()
         const client = yield* Simba.make(quiet).pipe(Effect.provideService(LeaseBackend, backend))
         const run = (n: number) => Effect.repeatN(client.withLock("heap-lock", Effect.void), n - 1)
         yield* run(10_000)

@@ -112,8 +112,8 @@ const backendOf = (db: Db, count: Ref.Ref<number>, renewals?: Ref.Ref<number>): 
     const context = yield* Layer.build(client)
     const sql = counting(context.unsafeMap.get(SqlClient.key) as SqlClientService, count, renewals)
     return db === "postgres"
-      ? yield* PgBackend.make(sql, { tablePrefix: prefix, listenUrl: pgUrl })
-      : yield* MysqlBackend.make(sql, { tablePrefix: prefix })
+      ? yield* PgBackend.makeWithClient(sql, { tablePrefix: prefix, listenUrl: pgUrl })
+      : yield* MysqlBackend.makeWithClient(sql, { tablePrefix: prefix })
   })
 
 const clientOn = (backend: LeaseBackendService, input: Parameters<typeof Simba.make>[0] = settings) =>

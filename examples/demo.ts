@@ -24,7 +24,7 @@ const main = Effect.gen(function*() {
       Effect.sync(() => console.log(`${((now - start) / 1000).toFixed(2).padStart(5)}s  ${who.padEnd(8)} ${line}`)))
 
   // One backend, three clients: as three processes sharing one Redis would be.
-  const backend = yield* MemoryBackend.make
+  const backend = yield* MemoryBackend.make()
   const names = ["alpha", "bravo", "charlie"] as const
   const clients = yield* Effect.forEach(names, () =>
     Simba.make({ leaseDuration: "3 seconds", renewInterval: "1 second" }).pipe(

@@ -10,7 +10,8 @@
  */
 import { Effect, Either, Option, Redacted } from "effect"
 import { Redis } from "ioredis"
-import { RedisBackend, Simba } from "simba"
+import { Simba } from "simba"
+import { RedisBackend } from "simba/redis"
 // In your app: import * as FencedRedis from "simba/fencing/redis"
 import * as FencedRedis from "../src/fencing/FencedRedis.js"
 

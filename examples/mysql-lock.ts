@@ -18,7 +18,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { MysqlClient } from "@effect/sql-mysql2"
 import { Config, Effect, Layer, Redacted } from "effect"
-import { Simba, SimbaMysqlLive, type Term } from "simba"
+import { Simba, type Term } from "simba"
+import { SimbaMysqlLive } from "simba/mysql"
 
 const say = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
 

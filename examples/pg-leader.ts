@@ -20,7 +20,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Config, Effect, Layer, Redacted, Schedule } from "effect"
-import { Simba, SimbaPgLive, type Term } from "simba"
+import { Simba, type Term } from "simba"
+import { SimbaPgLive } from "simba/postgres"
 
 const say = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
 

@@ -16,7 +16,8 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Redacted, Schedule } from "effect"
 import { Redis } from "ioredis"
-import { Simba, SimbaRedisLive, type Term } from "simba"
+import { Simba, type Term } from "simba"
+import { SimbaRedisLive } from "simba/redis"
 
 // Accepts `entry` only when `token` >= the highest token accepted so far.
 const fencedAppend = `

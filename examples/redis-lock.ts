@@ -10,7 +10,8 @@
  */
 import { Effect, Redacted } from "effect"
 import { Redis } from "ioredis"
-import { RedisBackend, Simba } from "simba"
+import { Simba } from "simba"
+import { RedisBackend } from "simba/redis"
 
 const fencedIncrement = `
 local top = tonumber(redis.call('HGET', KEYS[1], 'token') or '0')

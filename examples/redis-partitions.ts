@@ -8,7 +8,8 @@
  * over (the old worker is interrupted before the new one starts).
  */
 import { Effect, Fiber, Stream } from "effect"
-import { formatEvent, RedisBackend, Simba } from "simba"
+import { formatEvent, Simba } from "simba"
+import { RedisBackend } from "simba/redis"
 
 const member = (id: string) =>
   Effect.gen(function*() {

@@ -21,7 +21,8 @@
  * `TestContext` ourselves. The program exits with status 1 if any check fails.
  */
 import { Duration, Effect, Option, Schedule, TestContext } from "effect"
-import { SimbaTest, type Term } from "simba"
+import { type Term } from "simba"
+import { SimbaTest } from "simba/test"
 
 /** The code under test: leader-only work that fences every write with its term. */
 const billingJob = (store: SimbaTest.FencedStore<string>, who: string) => (term: Term.Term) =>

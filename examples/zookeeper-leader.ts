@@ -18,7 +18,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Schedule } from "effect"
-import { Simba, SimbaZookeeperLive, type Term } from "simba"
+import { Simba, type Term } from "simba"
+import { SimbaZookeeperLive } from "simba/zookeeper"
 import ZooKeeper from "zookeeper"
 
 const say = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))

@@ -91,11 +91,11 @@ export interface Network {
 }
 
 /** A network on a fresh in-memory backend (time from `Clock`, so `TestClock` drives it). */
-export const network: Effect.Effect<Network> = Effect.map(MemoryBackend.make, (backend) => ({ backend }))
+export const network: Effect.Effect<Network> = Effect.map(MemoryBackend.make(), (backend) => ({ backend }))
 
 /** A network on a fresh in-memory backend made with `options` (e.g. `{ maxTtl: "4 seconds" }`). */
 export const networkWith = (options: MemoryBackend.Options): Effect.Effect<Network, SimbaConfigError> =>
-  Effect.map(MemoryBackend.makeWith(options), (backend) => ({ backend }))
+  Effect.map(MemoryBackend.make(options), (backend) => ({ backend }))
 
 /** A network on any backend: a real server in a real-time test, or a backend you wrapped yourself. */
 export const networkOver = (backend: LeaseBackendService): Network => ({ backend })

@@ -1,6 +1,10 @@
 /**
  * Simba for Effect: leader election, fenced distributed locks, partitioned leadership and leader-only
  * schedules over pluggable backends.
+ *
+ * The root holds the client API, the backend SPI, terms, events, errors, config and the in-memory
+ * backend, and loads no driver. Each other backend is a subpath (`simba/redis`, `simba/postgres`,
+ * `simba/mysql`, `simba/zookeeper`), as are `simba/test`, `simba/http` and `simba/fencing/*`.
  */
 export * as Simba from "./Simba.js"
 export * as Term from "./Term.js"
@@ -11,18 +15,7 @@ export type { ElectionStatus, SessionEndReason, SessionStatus } from "./SimbaEve
 export * as LeaseBackend from "./LeaseBackend.js"
 export * as LeaseName from "./LeaseName.js"
 export * as PartitionAssignment from "./PartitionAssignment.js"
-export * as MemoryBackend from "./layers/Memory.js"
 export * from "./Errors.js"
-export { SimbaMemoryLive } from "./Live.js"
-export * as RedisBackend from "./layers/redis/RedisBackend.js"
-export { SimbaRedisLive } from "./layers/redis/RedisBackend.js"
-export * as ZookeeperBackend from "./layers/zookeeper/ZookeeperBackend.js"
-export { SimbaZookeeperLive } from "./layers/zookeeper/ZookeeperBackend.js"
-export * as PgBackend from "./layers/sql/PgBackend.js"
-export { SimbaPgLive } from "./layers/sql/PgBackend.js"
-export * as MysqlBackend from "./layers/sql/MysqlBackend.js"
-export { SimbaMysqlLive } from "./layers/sql/MysqlBackend.js"
+export { MemoryBackend, SimbaMemoryLive } from "./Memory.js"
 export type { Election, ElectionError, LockError, SimbaClient, SimbaSnapshot } from "./Simba.js"
 export type { CronOptions, ScheduleOptions, WorkFailureOptions } from "./Simba.js"
-export * as SimbaTest from "./SimbaTest.js"
-export * as SimbaHttp from "./SimbaHttp.js"

@@ -31,8 +31,8 @@ LeaseBackendSpec("memory, maxTtl 4 s", MemoryBackend.layer({ maxTtl: "4 seconds"
 describe("MemoryBackend", () => {
   it.effect("clients sharing one backend value share its state", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
-      const other = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
+      const other = yield* MemoryBackend.make()
       const a = yield* backend.openSession(Duration.seconds(5))
       const b = yield* backend.openSession(Duration.seconds(5))
       expect(backend.backend).toBe("memory")
@@ -47,7 +47,7 @@ describe("MemoryBackend", () => {
 
   it.effect("maxTtl cuts the granted ttl and expiry follows the grant", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.makeWith({ maxTtl: "3 seconds" })
+      const backend = yield* MemoryBackend.make({ maxTtl: "3 seconds" })
       const opened = yield* backend.openSession(Duration.seconds(10))
       expect(Duration.toMillis(opened.remaining)).toBe(3000)
       const short = yield* backend.openSession(Duration.seconds(1))
@@ -62,7 +62,7 @@ describe("MemoryBackend", () => {
 
   it.effect("rejects a ttl that is not finite and positive with BackendError", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       for (const ttl of [Duration.zero, Duration.infinity]) {
         const exit = yield* Effect.exit(backend.openSession(ttl))
         expect(exit).toMatchObject(Exit.fail({ _tag: "BackendError", backend: "memory", operation: "openSession" }))
@@ -75,7 +75,7 @@ describe("MemoryBackend", () => {
 
   it.effect("never repeats a session id, even when Random does", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       // Two ids' worth of values, repeated forever.
       const repeating = Random.fixed([1, 2, 3, 4, 5, 6, 7, 8])
       const open = Effect.withRandom(backend.openSession(Duration.seconds(5)), repeating)
@@ -92,7 +92,7 @@ describe("MemoryBackend", () => {
 
   it.effect("keepAlive lists leases by name and group members in order", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const ids: Array<string> = []
       for (let i = 0; i < 4; i++) ids.push((yield* backend.openSession(Duration.seconds(5))).sessionId)
       const [me] = ids as [string]
@@ -115,7 +115,7 @@ describe("MemoryBackend", () => {
 
   it.effect("HeldBy reports the holder's time left, renewed or not", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const holder = (yield* backend.openSession(Duration.seconds(10))).sessionId
       const other = (yield* backend.openSession(Duration.seconds(30))).sessionId
       yield* backend.acquire(holder, "name")
@@ -136,7 +136,7 @@ describe("MemoryBackend", () => {
 
   it.effect("works at fractional-millisecond TestClock instants", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const opened = yield* backend.openSession(Duration.seconds(10))
       // A client renewing every 10 s / 7 wakes at instants like 4285.714284 ms, where TestClock's
       // `currentTimeNanos` would throw (`BigInt` of a non-integer); `currentTimeMillis` does not.

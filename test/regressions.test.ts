@@ -7,7 +7,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Exit, Fiber, Option, Ref, Schedule, Stream } from "effect"
-import { LeaseBackend, LockTimeoutError, SimbaTest, type SimbaClient, type SimbaEvent } from "simba"
+import { LeaseBackend, LockTimeoutError, type SimbaClient, type SimbaEvent } from "simba"
+import { SimbaTest } from "simba/test"
 import type { LeaseBackendService } from "../src/LeaseBackend.js"
 
 /** leaseDuration 3 s: renewInterval 1 s (also the call timeout), local validity 2.92 s per renewal. */

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Deferred, Duration, Effect, Exit, Fiber, Option, Ref, Stream } from "effect"
-import { BackendError, LeaseBackend, SimbaTest, Term } from "simba"
+import { BackendError, LeaseBackend, Term } from "simba"
+import { SimbaTest } from "simba/test"
 import type { Hint, LeaseBackendService } from "../src/LeaseBackend.js"
 
 const config = { leaseDuration: "3 seconds" } as const

@@ -52,7 +52,7 @@ import {
 /** The backend name used in errors, metrics and spans. */
 export const backend = "memory"
 
-/** Options of `makeWith` / `layer`. */
+/** Options of `make` / `layer`. */
 export interface Options {
   /**
    * The longest session ttl the backend grants; a longer request is cut to it, as ZooKeeper caps
@@ -142,11 +142,14 @@ const randomId: Effect.Effect<string> = Effect.map(
 const maxIdDraws = 16
 
 /**
- * Makes a backend with options. Each call makes an independent store; share the returned value
- * between clients to put them on the same store.
+ * Makes a backend. Each call makes an independent store; share the returned value between clients to
+ * put them on the same store. Without options every ttl is granted as asked and nothing can fail.
  */
-export const makeWith = (options: Options = {}): Effect.Effect<LeaseBackendService, SimbaConfigError> =>
-  Effect.flatMap(maxTtlOf(options), makeStore)
+export function make(): Effect.Effect<LeaseBackendService>
+export function make(options: Options): Effect.Effect<LeaseBackendService, SimbaConfigError>
+export function make(options: Options = {}): Effect.Effect<LeaseBackendService, SimbaConfigError> {
+  return Effect.flatMap(maxTtlOf(options), makeStore)
+}
 
 /** The `maxTtl` option in milliseconds (`Infinity` when absent), or the rule it breaks. */
 const maxTtlOf = (options: Options): Effect.Effect<number, SimbaConfigError> => {
@@ -351,15 +354,12 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
 
 const sessionIdPattern = /^[0-9a-f]{32}$/
 
-/** Makes a backend that grants every ttl as asked. */
-export const make: Effect.Effect<LeaseBackendService> = makeStore(Infinity)
-
 /** Provides a fresh in-memory `LeaseBackend` made with `options` (by default: every ttl granted as asked). */
 export const layer = (options: Options = {}): Layer.Layer<LeaseBackend, SimbaConfigError> =>
-  Layer.effect(LeaseBackend, makeWith(options))
+  Layer.effect(LeaseBackend, make(options))
 
 /** Provides a fresh in-memory `LeaseBackend` with options read from `config`. */
 export const layerConfig = (
   config: Config.Config<Options>
 ): Layer.Layer<LeaseBackend, ConfigError.ConfigError | SimbaConfigError> =>
-  Layer.effect(LeaseBackend, Effect.flatMap(config, makeWith))
+  Layer.effect(LeaseBackend, Effect.flatMap(config, (options) => make(options)))

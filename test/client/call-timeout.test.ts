@@ -18,7 +18,7 @@ const failures = (events: ReadonlyArray<Recorded>) =>
 
 /** A client on a fresh in-memory backend, its session open. */
 const openedClient = Effect.gen(function*() {
-  const c = yield* makeClient(yield* MemoryBackend.make)
+  const c = yield* makeClient(yield* MemoryBackend.make())
   yield* advance("100 millis")
   return c
 })
@@ -73,7 +73,7 @@ describe("backend call timeouts", () => {
 
   it.scoped("a call still in flight when the client closes is interrupted by the close (calls run outside the scope's fibers)", () =>
     Effect.gen(function*() {
-      const memory = yield* MemoryBackend.make
+      const memory = yield* MemoryBackend.make()
       const interrupted = yield* Ref.make(0)
       // Every acquire hangs until interrupted; the rest is the memory backend's.
       const hanging: LeaseBackend.LeaseBackendService = {

@@ -15,7 +15,7 @@ describe("closing many locks at once", () => {
   it.scopedLive("lets the event loop turn while the stops run", () =>
     Effect.gen(function*() {
       const count = 1_000
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const client = yield* Simba.make({ leaseDuration: "30 seconds", logLevel: "Error" }).pipe(
         Effect.provideService(LeaseBackend.LeaseBackend, backend),
         Effect.orDie

@@ -115,7 +115,7 @@ describe("election", () => {
 
   it.scoped("every Elected is followed by exactly one Revoked, and nothing is delivered after stop completes", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const a = yield* makeClient(backend)
       const b = yield* makeClient(backend)
       const electionA = yield* a.client.election("pairs")
@@ -219,7 +219,7 @@ describe("election", () => {
       // together: it elects (forking the work), then stops and interrupts the work before its first
       // step. A fiber interrupted then runs no `ensuring`; the engine must still hear that the work
       // exited, or the stop waits for the handover deadline (forever here: the clock does not move).
-      const memory = yield* MemoryBackend.make
+      const memory = yield* MemoryBackend.make()
       let letThrough: ((reply: Effect.Effect<AcquireReply, BackendError>) => void) | undefined
       const backend: LeaseBackendService = {
         ...memory,

@@ -5,7 +5,8 @@
  */
 import { Clock, Duration, Effect, Ref, Stream, TestClock } from "effect"
 import type { Scope } from "effect"
-import { LeaseBackend, MemoryBackend, Simba, type SimbaClient, type SimbaEvent, SimbaTest } from "simba"
+import { LeaseBackend, MemoryBackend, Simba, type SimbaClient, type SimbaEvent } from "simba"
+import { SimbaTest } from "simba/test"
 import type { SimbaConfigInput } from "../../src/SimbaConfig.js"
 
 export interface Recorded {
@@ -52,7 +53,7 @@ export const makeClient = (
 /** `n` clients sharing one fresh in-memory backend. */
 export const makeClients = (n: number, options: SimbaConfigInput = config) =>
   Effect.gen(function*() {
-    const backend = yield* MemoryBackend.make
+    const backend = yield* MemoryBackend.make()
     const clients: Array<TestClient> = []
     for (let i = 0; i < n; i++) clients.push(yield* makeClient(backend, options))
     return { backend, clients }

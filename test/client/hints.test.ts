@@ -31,7 +31,7 @@ describe("hints", () => {
   for (const [label, link] of [["in the backend's callback", direct], ["through a wrapped stream", wrapped]] as const) {
     it.scoped(`a release wakes the waiting lock at once, hints heard ${label}`, () =>
       Effect.gen(function*() {
-        const backend = yield* MemoryBackend.make
+        const backend = yield* MemoryBackend.make()
         const client = () =>
           Simba.make({ leaseDuration: "3 seconds" }).pipe(Effect.provideService(LeaseBackend.LeaseBackend, link(backend)))
         const holder = yield* client()

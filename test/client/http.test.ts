@@ -1,14 +1,16 @@
 import { HttpApp } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Metric, MetricBoundaries } from "effect"
-import { LeaseBackend, MemoryBackend, Simba, SimbaHttp, SimbaTest } from "simba"
+import { LeaseBackend, MemoryBackend, Simba } from "simba"
+import { SimbaHttp } from "simba/http"
+import { SimbaTest } from "simba/test"
 import * as Metrics from "../../src/internal/metrics.js"
 import { advance } from "./helpers.js"
 
 describe("operations endpoint", () => {
   it.scoped("GET /simba answers the snapshot; GET /simba/health is 200 while LIVE, 503 when not", () =>
     Effect.gen(function*() {
-      const memory = yield* MemoryBackend.make
+      const memory = yield* MemoryBackend.make()
       const link = yield* SimbaTest.faulty(memory)
       const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
         Effect.provideService(LeaseBackend.LeaseBackend, link.backend)
@@ -42,7 +44,7 @@ describe("operations endpoint", () => {
 
   it.scoped("GET /metrics answers the registry in the Prometheus text format, with the lease label", () =>
     Effect.gen(function*() {
-      const memory = yield* MemoryBackend.make
+      const memory = yield* MemoryBackend.make()
       const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
         Effect.provideService(LeaseBackend.LeaseBackend, memory)
       )

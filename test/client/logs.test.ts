@@ -33,7 +33,7 @@ const about = (lines: ReadonlyArray<Line>, text: string) => lines.filter((l) => 
 /** A client on a fresh in-memory backend, its session open. */
 const openedClient = (options: SimbaConfigInput = config) =>
   Effect.gen(function*() {
-    const c = yield* makeClient(yield* MemoryBackend.make, options)
+    const c = yield* makeClient(yield* MemoryBackend.make(), options)
     yield* advance("100 millis")
     return c
   })

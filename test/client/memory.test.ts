@@ -22,7 +22,7 @@ const heapUsed = () => {
 describe("memory", () => {
   it.live("a long-lived client keeps no heap per withLock", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const client = yield* Simba.make().pipe(Effect.provideService(LeaseBackend.LeaseBackend, backend))
       const run = (n: number) => Effect.repeatN(client.withLock("memory", Effect.void), n - 1)
       yield* run(2_000)

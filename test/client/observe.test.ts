@@ -23,7 +23,7 @@ const show = (e: SimbaEvent): string => {
 }
 
 const client = Effect.flatMap(
-  MemoryBackend.make,
+  MemoryBackend.make(),
   (backend) => Simba.make({ leaseDuration: "3 seconds" }).pipe(Effect.provideService(LeaseBackend.LeaseBackend, backend), Effect.orDie)
 )
 

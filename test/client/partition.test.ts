@@ -23,7 +23,7 @@ const owners = (clients: ReadonlyArray<TestClient>) =>
 describe("partition groups", () => {
   it.scoped("partitions follow the rendezvous assignment; a joining or leaving member moves only its own", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const partitions = 12
       const working = yield* Ref.make<ReadonlyMap<number, number>>(new Map())
       const work = (id: number) => (partition: number) =>

@@ -36,7 +36,7 @@ const collect = Effect.promise(() => new Promise<void>((resolve) => setImmediate
 describe("session churn", () => {
   it.scoped(`a client that loses and reopens its session ${SESSIONS} times keeps nothing per session`, () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const { client, shell } = yield* Client.makeWithShell(config).pipe(
         Effect.provideService(LeaseBackend.LeaseBackend, backend),
         Effect.orDie

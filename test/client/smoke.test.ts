@@ -5,7 +5,7 @@ import { LeaseBackend, MemoryBackend, Simba } from "simba"
 describe("smoke", () => {
   it.scoped("a lock and an election on the memory backend", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
         Effect.provideService(LeaseBackend.LeaseBackend, backend)
       )

@@ -17,7 +17,7 @@ describe("spans of backend calls", () => {
         context: native.context
       })
       yield* Effect.gen(function*() {
-        const backend = yield* MemoryBackend.make
+        const backend = yield* MemoryBackend.make()
         const client = yield* Simba.make({ leaseDuration: "3 seconds" }).pipe(
           Effect.provideService(LeaseBackend.LeaseBackend, backend)
         )

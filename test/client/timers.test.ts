@@ -107,7 +107,7 @@ describe("timers", () => {
 
   it.scoped("a client's fibers do not grow with its waiting candidates", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const make = (supervisor?: Supervisor.Supervisor<unknown>) => {
         const client = Client.makeWithShell(config).pipe(Effect.provideService(LeaseBackend.LeaseBackend, backend), Effect.orDie)
         return supervisor === undefined ? client : Effect.supervised(client, supervisor)

@@ -7,7 +7,7 @@ describe("timing", () => {
   it.scoped("a backend granting less than leaseDuration: renewal every third of the granted validity, one SessionLeaseShortened", () =>
     Effect.gen(function*() {
       // The client asks for 15 s; the backend grants 3 s (like a ZooKeeper maxSessionTimeout).
-      const backend = yield* MemoryBackend.makeWith({ maxTtl: Duration.seconds(3) })
+      const backend = yield* MemoryBackend.make({ maxTtl: Duration.seconds(3) })
       const a = yield* makeClient(backend, { leaseDuration: "15 seconds" })
       const election = yield* a.client.election("short")
       yield* advance("200 millis")
@@ -29,7 +29,7 @@ describe("timing", () => {
 
   it.scoped("renewal every renewInterval when the backend grants the full lease", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const a = yield* makeClient(backend, { leaseDuration: "3 seconds" })
       yield* advance("200 millis")
       const before = (yield* a.calls).filter((c) => c.operation === "keepAlive").length
@@ -41,7 +41,7 @@ describe("timing", () => {
 
   it.scoped("an expired session is never revived: terms end with SESSION_EXPIRED and a new session competes", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const a = yield* makeClient(backend)
       const election = yield* a.client.election("expiry")
       yield* advance("200 millis")

@@ -43,12 +43,12 @@ describe("token regressions on a client", () => {
         const line = { message: String(message), annotations: Object.fromEntries(HashMap.toEntries(annotations)) }
         Effect.runSync(Ref.update(errors, (all) => [...all, line]))
       })
-      const store = yield* swappable(yield* MemoryBackend.make)
+      const store = yield* swappable(yield* MemoryBackend.make())
       const c = yield* makeClient(store.backend, config).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, collector)))
       yield* advance("100 millis")
       for (let i = 0; i < 3; i++) yield* c.client.withLock("job", Effect.void)
 
-      yield* store.swap(yield* MemoryBackend.make)
+      yield* store.swap(yield* MemoryBackend.make())
       const started = yield* Ref.make<ReadonlyArray<{ at: number; token: bigint }>>([])
       yield* Effect.fork(c.client.withLock("job", (term: Term.Term) =>
         Effect.flatMap(Clock.currentTimeMillis, (at) => Ref.update(started, (all) => [...all, { at, token: term.token }]))

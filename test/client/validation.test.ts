@@ -1,15 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schedule } from "effect"
-import {
-  InvalidLeaseNameError,
-  LeaseName,
-  MemoryBackend,
-  RedisBackend,
-  Simba,
-  SimbaConfig,
-  SimbaConfigError,
-  ZookeeperBackend
-} from "simba"
+import { InvalidLeaseNameError, LeaseName, MemoryBackend, Simba, SimbaConfig, SimbaConfigError } from "simba"
+import { RedisBackend } from "simba/redis"
+import { ZookeeperBackend } from "simba/zookeeper"
 import { makeClient } from "./helpers.js"
 
 const badNames: ReadonlyArray<readonly [string, string]> = [
@@ -26,7 +19,7 @@ describe("bad input", () => {
   for (const [label, name] of badNames) {
     it.scoped(`a name with ${label} fails with InvalidLeaseNameError everywhere, with no backend call`, () =>
       Effect.gen(function*() {
-        const backend = yield* MemoryBackend.make
+        const backend = yield* MemoryBackend.make()
         const { calls, client } = yield* makeClient(backend)
         const callsBefore = (yield* calls).length
         const errors = [
@@ -195,7 +188,7 @@ describe("bad input", () => {
 
   it.scoped("partitionGroup refuses a partition count that is not a positive integer", () =>
     Effect.gen(function*() {
-      const backend = yield* MemoryBackend.make
+      const backend = yield* MemoryBackend.make()
       const { client } = yield* makeClient(backend)
       for (const n of [0, -1, 1.5, Number.NaN]) {
         const error = yield* Effect.flip(client.partitionGroup("g", n, () => Effect.void))

@@ -20,13 +20,14 @@ const dir = join(root, `.readme-snippets-${process.pid}`)
 const fileOf = (snippet: Snippet, index: number) =>
   join(dir, `snippet-${String(index).padStart(2, "0")}-line-${snippet.line}${snippet.mode._tag === "vitest" ? ".test" : ""}.ts`)
 
-const entryPoints: Record<string, string> = {
-  simba: "src/index.ts",
-  "simba/fencing": "src/fencing/Fencing.ts",
-  "simba/fencing/sql": "src/fencing/FencedSql.ts",
-  "simba/fencing/redis": "src/fencing/FencedRedis.ts",
-  "simba/fencing/http": "src/fencing/FencedHttp.ts"
-}
+/** `simba` and its subpaths, as the repository's tsconfig maps them to the sources. */
+const entryPoints: Record<string, string> = Object.fromEntries(
+  Object.entries(
+    (JSON.parse(readFileSync(join(root, "tsconfig.json"), "utf8")) as {
+      readonly compilerOptions: { readonly paths: Record<string, ReadonlyArray<string>> }
+    }).compilerOptions.paths
+  ).map(([name, [path = ""]]) => [name, path.replace(/^\.\//, "")])
+)
 
 // Backends' own names, so the snippets never touch another test's leases.
 const env = {

@@ -8,7 +8,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Ref, Schedule } from "effect"
-import { LeaseBackend, RedisBackend, Simba } from "simba"
+import { LeaseBackend, Simba } from "simba"
+import { RedisBackend } from "simba/redis"
 import { clientTiming, modes, uniqueName } from "./RedisServers.js"
 
 for (const mode of modes) {

@@ -7,7 +7,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Schedule } from "effect"
 import { randomBytes } from "node:crypto"
-import { LeaseBackend, RedisBackend, Simba } from "simba"
+import { LeaseBackend, Simba } from "simba"
+import { RedisBackend } from "simba/redis"
 import { queueScanBatch, release as releaseScript } from "../../src/layers/redis/scripts.js"
 import { clientTiming, modes, privateServer, type RawClient, rawClient, uniqueName } from "./RedisServers.js"
 

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Option, Ref, Schedule, Stream } from "effect"
-import { LeaseBackend, RedisBackend, Simba, type SimbaEvent } from "simba"
+import { LeaseBackend, Simba, type SimbaEvent } from "simba"
+import { RedisBackend } from "simba/redis"
 import { privateServer, uniqueName } from "./RedisServers.js"
 
 describe("Redis restarted under live clients", () => {

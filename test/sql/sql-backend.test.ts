@@ -271,12 +271,12 @@ describe("SQL backend (postgres): timeouts", () => {
     ), 30_000)
 })
 
-describe("SQL backend: layerFromClient", () => {
+describe("SQL backend: layerWithClient", () => {
   it.live("the application's SqlClient outlives the backend built on it (Simba never closes it)", () =>
     Effect.gen(function*() {
       for (const [fromClient, rawClient] of [
-        [PgBackend.layerFromClient({ tablePrefix: "simba_t_pgx_" }), pgClient],
-        [MysqlBackend.layerFromClient({ tablePrefix: "simba_t_myx_" }), mysqlClient]
+        [PgBackend.layerWithClient({ tablePrefix: "simba_t_pgx_" }), pgClient],
+        [MysqlBackend.layerWithClient({ tablePrefix: "simba_t_myx_" }), mysqlClient]
       ] as const) {
         yield* Effect.gen(function*() {
           const sql = yield* SqlClient
@@ -316,7 +316,7 @@ describe("SQL backend: layerFromClient", () => {
       yield* b.closeSession(sessionId)
     }).pipe(
       Effect.provide(
-        PgBackend.layerFromClient({ tablePrefix: "simba_t_pgx_" }).pipe(
+        PgBackend.layerWithClient({ tablePrefix: "simba_t_pgx_" }).pipe(
           Layer.provide(PgClient.layer({ host: "127.0.0.1", port: 5432, database: "test", username: "postgres" }))
         )
       ),
@@ -332,7 +332,7 @@ describe("SQL backend: layerFromClient", () => {
       expect(live(yield* b.keepAlive(sessionId, ttl)).leases).toEqual([{ name, token }])
       yield* b.closeSession(sessionId)
     }).pipe(
-      Effect.provide(MysqlBackend.layerFromClient({ tablePrefix: "simba_t_myx_" }).pipe(Layer.provide(mysqlClient))),
+      Effect.provide(MysqlBackend.layerWithClient({ tablePrefix: "simba_t_myx_" }).pipe(Layer.provide(mysqlClient))),
       Effect.scoped
     ), 30_000)
 })

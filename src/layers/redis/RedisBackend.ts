@@ -236,7 +236,6 @@ import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
-import * as Simba from "../../Simba.js"
 import * as Connection from "./connection.js"
 import * as Hints from "./hints.js"
 import * as Markers from "./markers.js"
@@ -246,7 +245,6 @@ import * as Eviction from "./eviction.js"
 import type { EvictionPolicyError } from "./eviction.js"
 import {
   type BackendSettings,
-  config,
   type RedisClientOptions,
   type RedisOptions,
   resolve,
@@ -384,11 +382,3 @@ export const layerConfig = (
   LeaseBackend.LeaseBackend,
   LeaseBackend.BackendError | SimbaConfigError | EvictionPolicyError | ConfigError.ConfigError
 > => Layer.scoped(LeaseBackend.LeaseBackend, Effect.flatMap(Config.unwrap(options), make))
-
-/**
- * `Simba` on Redis: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`), `SIMBA_REDIS_CLUSTER`
- * (`host:port,...` for a Redis Cluster), `SIMBA_REDIS_KEY_PREFIX`, `SIMBA_REDIS_ALLOW_EVICTION_POLICY`, plus
- * the `SIMBA_*` timing settings.
- * ioredis is loaded when the layer is built.
- */
-export const SimbaRedisLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

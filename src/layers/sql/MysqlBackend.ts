@@ -14,8 +14,10 @@
  * `@effect/sql-mysql2` (and `mysql2`) is an optional peer: loaded when a layer of this module is
  * built, never when the library is imported.
  *
- * - `layer(options)` / `layerConfig(config)`: a pool of its own (`SIMBA_MYSQL_URL` with `config`);
- * - `layerFromClient(options)`: the `SqlClient` already in the application's context (a
+ * - `make(options)` / `layer(options)` / `layerConfig(config)`: a pool of its own, closed with the scope;
+ * - `makeWithClient(sql, options)` / `layerWithClient(options)` (the `SqlClient` in the context): a
+ *   client the application owns and closes; Simba never closes it.
+ *   With `layerWithClient`, the `SqlClient` already in the application's context (a
  *   `MysqlClient`). The procedures run their own transactions: never call them inside one.
  *
  * A call interrupted by its timeout cannot be cancelled on MySQL: the statement finishes on its
@@ -23,6 +25,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -32,7 +35,6 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { SimbaConfigError } from "../../Errors.js"
 import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
-import * as Simba from "../../Simba.js"
 import * as Migrations from "./migrations.js"
 import { defaultPrefix } from "./migrations.js"
 import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
@@ -55,7 +57,7 @@ export const defaultUrl = "mysql://root@127.0.0.1:3306/test"
 
 const install = "npm install @effect/sql-mysql2 @effect/sql"
 
-/** Options of `make` / `layerFromClient`. */
+/** Options of `makeWithClient` / `layerWithClient`. */
 export interface MysqlClientOptions extends ClientOptions {
   /**
    * How often the names local candidates wait on are checked (one query for all of them, only while
@@ -73,7 +75,7 @@ const pollIntervalOf = (input: Duration.DurationInput | undefined): Effect.Effec
 }
 
 /** The backend on a MySQL/MariaDB `SqlClient`: runs the migration (idempotent, serialised between processes). */
-export const make = (
+export const makeWithClient = (
   sql: SqlClient.SqlClient,
   options: MysqlClientOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
@@ -89,26 +91,31 @@ const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@
 )
 
 /** Provides `LeaseBackend` on the `SqlClient` (a `MysqlClient`) in the context. */
-export const layerFromClient = (
+export const layerWithClient = (
   options: MysqlClientOptions = {}
 ): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError, SqlClient.SqlClient> =>
-  Layer.scoped(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => make(sql, options)))
+  Layer.scoped(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => makeWithClient(sql, options)))
 
-/** Provides `LeaseBackend` on a pool of its own to `options.url` (default `mysql://root@127.0.0.1:3306/test`). */
-export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+/**
+ * The backend on a pool of its own to `options.url` (default `mysql://root@127.0.0.1:3306/test`), closed with the
+ * scope: runs the migration, then serves the leases.
+ */
+export const make = (
+  options: SqlOptions = {}
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
     const settings = yield* resolve(backend, options, defaultUrl)
-    const MysqlClient = yield* loadDriver(
-      backend,
-      "@effect/sql-mysql2",
-      install,
-      () => import("@effect/sql-mysql2/MysqlClient")
+    const MysqlClient = yield* loadDriver(backend, "@effect/sql-mysql2", install, () => import("@effect/sql-mysql2/MysqlClient"))
+    const tag = yield* sqlClientTag
+    const context = yield* Layer.build(MysqlClient.layer({ url: settings.url, maxConnections: settings.maxConnections })).pipe(
+      Effect.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
     )
-    const client = MysqlClient.layer({ url: settings.url, maxConnections: settings.maxConnections }).pipe(
-      Layer.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
-    )
-    return layerFromClient({ tablePrefix: settings.prefix }).pipe(Layer.provide(client))
-  }))
+    return yield* makeWithClient(Context.get(context, tag), { tablePrefix: settings.prefix })
+  })
+
+/** Provides `LeaseBackend` on a pool of its own to `options.url` (see `make`). */
+export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
+  Layer.scoped(LeaseBackend, make(options))
 
 /** Provides `LeaseBackend` with options read from `config`. */
 export const layerConfig = (
@@ -125,9 +132,3 @@ export const config: Config.Config<SqlOptions> = Config.all({
   tablePrefix: Config.string("SIMBA_MYSQL_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
   maxConnections: Config.integer("SIMBA_MYSQL_MAX_CONNECTIONS").pipe(Config.withDefault(10))
 })
-
-/**
- * `Simba` on MySQL/MariaDB: `SIMBA_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`), `SIMBA_MYSQL_TABLE_PREFIX`,
- * `SIMBA_MYSQL_MAX_CONNECTIONS`, plus the `SIMBA_*` timing settings. The driver is loaded when the layer is built.
- */
-export const SimbaMysqlLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

@@ -8,13 +8,16 @@
  * `@effect/sql-pg` (and the `pg` driver it brings) is an optional peer: it is loaded when a layer of
  * this module is built, never when the library is imported.
  *
- * - `layer(options)` / `layerConfig(config)`: a pool of its own (`SIMBA_PG_URL` with `config`);
- * - `layerFromClient(options)`: the `SqlClient` already in the application's context (a `PgClient`:
+ * - `make(options)` / `layer(options)` / `layerConfig(config)`: a pool of its own, closed with the scope;
+ * - `makeWithClient(sql, options)` / `layerWithClient(options)` (the `SqlClient` in the context): a
+ *   client the application owns and closes; Simba never closes it.
+ *   With `layerWithClient`, the `SqlClient` already in the application's context (a `PgClient`:
  *   its `config` also opens the `LISTEN` connection; a client without one gives no hints, and
  *   candidates rely on their retries). Do not share a client whose calls run inside a transaction.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -23,7 +26,6 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { SimbaConfigError } from "../../Errors.js"
 import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
-import * as Simba from "../../Simba.js"
 import * as Listen from "./listen.js"
 import { channel, defaultPrefix } from "./migrations.js"
 import * as Migrations from "./migrations.js"
@@ -47,7 +49,7 @@ export const defaultUrl = "postgres://127.0.0.1:5432/postgres"
 
 const install = "npm install @effect/sql-pg @effect/sql"
 
-/** Options of `make` / `layerFromClient`. */
+/** Options of `makeWithClient` / `layerWithClient`. */
 export interface PgClientOptions extends ClientOptions {
   /**
    * Where the `LISTEN` connection for hints goes. Default: where the client connects (a `PgClient`'s
@@ -119,7 +121,7 @@ const listenConfigOfClient = (sql: SqlClient.SqlClient): ListenConfig | undefine
  * The backend on a PostgreSQL `SqlClient`: runs the migration (idempotent, serialised between
  * processes), starts the `LISTEN` connection when a URL is known, for the scope.
  */
-export const make = (
+export const makeWithClient = (
   sql: SqlClient.SqlClient,
   options: PgClientOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
@@ -138,21 +140,31 @@ const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@
 )
 
 /** Provides `LeaseBackend` on the `SqlClient` (a `PgClient`) in the context. */
-export const layerFromClient = (
+export const layerWithClient = (
   options: PgClientOptions = {}
 ): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError, SqlClient.SqlClient> =>
-  Layer.scoped(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => make(sql, options)))
+  Layer.scoped(LeaseBackend, Effect.flatMap(Effect.flatMap(sqlClientTag, (tag) => tag), (sql) => makeWithClient(sql, options)))
 
-/** Provides `LeaseBackend` on a pool of its own to `options.url` (default `postgres://127.0.0.1:5432/postgres`). */
-export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+/**
+ * The backend on a pool of its own to `options.url` (default `postgres://127.0.0.1:5432/postgres`), closed with the
+ * scope: runs the migration, then serves the leases.
+ */
+export const make = (
+  options: SqlOptions = {}
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
     const settings = yield* resolve(backend, options, defaultUrl)
     const PgClient = yield* loadDriver(backend, "@effect/sql-pg", install, () => import("@effect/sql-pg/PgClient"))
-    const client = PgClient.layer({ url: settings.url, maxConnections: settings.maxConnections }).pipe(
-      Layer.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
+    const tag = yield* sqlClientTag
+    const context = yield* Layer.build(PgClient.layer({ url: settings.url, maxConnections: settings.maxConnections })).pipe(
+      Effect.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
     )
-    return layerFromClient({ tablePrefix: settings.prefix, listenUrl: settings.url }).pipe(Layer.provide(client))
-  }))
+    return yield* makeWithClient(Context.get(context, tag), { tablePrefix: settings.prefix, listenUrl: settings.url })
+  })
+
+/** Provides `LeaseBackend` on a pool of its own to `options.url` (see `make`). */
+export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
+  Layer.scoped(LeaseBackend, make(options))
 
 /** Provides `LeaseBackend` with options read from `config`. */
 export const layerConfig = (
@@ -169,9 +181,3 @@ export const config: Config.Config<SqlOptions> = Config.all({
   tablePrefix: Config.string("SIMBA_PG_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
   maxConnections: Config.integer("SIMBA_PG_MAX_CONNECTIONS").pipe(Config.withDefault(10))
 })
-
-/**
- * `Simba` on PostgreSQL: `SIMBA_PG_URL` (default `postgres://127.0.0.1:5432/postgres`), `SIMBA_PG_TABLE_PREFIX`,
- * `SIMBA_PG_MAX_CONNECTIONS`, plus the `SIMBA_*` timing settings. The driver is loaded when the layer is built.
- */
-export const SimbaPgLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

@@ -18,7 +18,7 @@ export interface SqlOptions {
   readonly maxConnections?: number | undefined
 }
 
-/** Options of `layerFromClient` / `make`, for a `SqlClient` the application already has. */
+/** Options of `layerWithClient` / `makeWithClient`, for a `SqlClient` the application already has. */
 export interface ClientOptions {
   /** As in `SqlOptions`. Default `simba_`. */
   readonly tablePrefix?: string | undefined

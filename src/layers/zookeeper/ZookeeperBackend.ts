@@ -145,9 +145,8 @@ import type * as Scope from "effect/Scope"
 import type { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from "../../LeaseBackend.js"
-import * as Simba from "../../Simba.js"
 import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
-import { config, resolve, type Settings, type ZookeeperOptions } from "./options.js"
+import { resolve, type Settings, type ZookeeperOptions } from "./options.js"
 import {
   answerQueued,
   drop,
@@ -613,9 +612,3 @@ export const layerConfig = (
   options: Config.Config.Wrap<ZookeeperOptions>
 ): Layer.Layer<LeaseBackend.LeaseBackend, BackendError | SimbaConfigError | ConfigError.ConfigError> =>
   Layer.scoped(LeaseBackend.LeaseBackend, Effect.flatMap(Config.unwrap(options), make))
-
-/**
- * `Simba` on ZooKeeper: `SIMBA_ZK_CONNECT` (default `127.0.0.1:2181`), `SIMBA_ZK_ROOT` (default
- * `/simba`), plus the `SIMBA_*` timing settings. The addon is loaded when the layer is built.
- */
-export const SimbaZookeeperLive = Simba.layerConfig.pipe(Layer.provide(layerConfig(config)))

@@ -2,7 +2,10 @@
 // the package to install (a driver is loaded when its layer is built, never when "simba" is imported).
 // One line of JSON per backend.
 import { Cause, Effect, Exit, Layer, Option } from "effect"
-import { SimbaMysqlLive, SimbaPgLive, SimbaRedisLive, SimbaZookeeperLive } from "simba"
+import { SimbaMysqlLive } from "simba/mysql"
+import { SimbaPgLive } from "simba/postgres"
+import { SimbaRedisLive } from "simba/redis"
+import { SimbaZookeeperLive } from "simba/zookeeper"
 
 const layers = { redis: SimbaRedisLive, postgres: SimbaPgLive, mysql: SimbaMysqlLive, zookeeper: SimbaZookeeperLive }
 
