@@ -34,7 +34,8 @@ const slotsByNode = (client: Client): Array<Array<number>> => {
 /**
  * Creates the missing markers with a lock-delay of `delayMs`. Mode `cluster`: per node, the marker of
  * its first slot first; the node's other slots only when that one was missing or `all`, resuming at
- * its time when it was just created.
+ * its time when it was just created. Answers the resume time (server ms) of each node whose first
+ * marker (mode `node`: the store's) this pass created.
  */
 const pass = (
   mode: Mode,
@@ -43,24 +44,52 @@ const pass = (
   client: Client,
   delayMs: number,
   all: boolean
-): Effect.Effect<void, BackendError> => {
-  if (mode === "node") return Effect.asVoid(run("bootMarker", Scripts.bootMarker({ marker: k.boot }, { delayMs, resumeAt: "" })))
+): Effect.Effect<ReadonlyArray<string>, BackendError> => {
+  if (mode === "node") {
+    return Effect.map(
+      run("bootMarker", Scripts.bootMarker({ marker: k.boot }, { delayMs, resumeAt: "" })),
+      ([created, resume]) => created === 1 ? [resume] : []
+    )
+  }
   const marker = (slot: number, resumeAt: string) => Scripts.bootMarker({ marker: k.bootIn(slotTag(slot)) }, { delayMs, resumeAt })
-  return Effect.forEach(slotsByNode(client), ([first, ...rest]) =>
-    Effect.gen(function*() {
-      const [created, resume] = yield* run("bootMarker", marker(first!, ""))
-      if (created === 0 && !all) return
-      const resumeAt = created === 1 ? resume : ""
-      for (let i = 0; i < rest.length; i += batch) {
-        yield* runAll("bootMarker", rest.slice(i, i + batch).map((slot) => marker(slot, resumeAt)))
-      }
-    }), { concurrency: "unbounded", discard: true })
+  return Effect.map(
+    Effect.forEach(slotsByNode(client), ([first, ...rest]) =>
+      Effect.gen(function*() {
+        const [created, resume] = yield* run("bootMarker", marker(first!, ""))
+        if (created === 0 && !all) return []
+        const resumeAt = created === 1 ? resume : ""
+        for (let i = 0; i < rest.length; i += batch) {
+          yield* runAll("bootMarker", rest.slice(i, i + batch).map((slot) => marker(slot, resumeAt)))
+        }
+        return created === 1 ? [resume] : []
+      }), { concurrency: "unbounded" }),
+    (created) => created.flat()
+  )
 }
 
-/** At start: creates the markers of every node (mode `node`: the store) found without its first one. */
+/**
+ * The wait a start pays when it created a marker, logged then: nothing else shows it until the first
+ * acquire comes back "held" with no holder, which looks like a hang. A new store (or key prefix) and
+ * one that lost its state look the same here, so Warning, not the Error of a loss found mid-run.
+ */
+const logStartDelay = (mode: Mode, k: Keys, delayMs: number, resumes: ReadonlyArray<string>) => {
+  if (resumes.length === 0 || delayMs === 0) return Effect.void
+  const until = Math.max(...resumes.map(Number))
+  const marker = mode === "node" ? k.boot : `${k.bootIn("...")}, one per hash slot`
+  return Effect.logWarning(
+    `simba redis: no boot marker (${marker}) on this store: ` +
+      `a new Redis or keyPrefix, or one that lost its state (restart without persistence, flush, fail-over). ` +
+      `No lease is granted for the lockDelay of ${delayMs} ms, until ${new Date(until).toISOString()} ` +
+      `by the server's clock, so a session that may still believe it holds a lease here has passed its ` +
+      `deadline first. For a store known to be new, start once with lockDelay 0 ` +
+      `(option lockDelay, env SIMBA_REDIS_LOCK_DELAY=0): the marker then exists and later starts keep the delay`
+  ).pipe(Effect.annotateLogs({ backend: "redis" }))
+}
+
+/** At start: creates the markers of every node (mode `node`: the store) found without its first one, and logs the wait. */
 export const markOnStart = (mode: Mode, k: Keys, runner: Runner, client: Client, delayMs: number) =>
-  pass(mode, k, runner, client, delayMs, false)
+  Effect.flatMap(pass(mode, k, runner, client, delayMs, false), (resumes) => logStartDelay(mode, k, delayMs, resumes))
 
 /** After a script found a marker missing: creates every missing marker. */
 export const markAll = (mode: Mode, k: Keys, runner: Runner, client: Client, delayMs: number) =>
-  pass(mode, k, runner, client, delayMs, true)
+  Effect.asVoid(pass(mode, k, runner, client, delayMs, true))
