@@ -1,10 +1,13 @@
-// Close.
-import { SimbaEvent } from "../SimbaEvent.js"
-import { call, complete, disarm, edit, ok, publish, type Step } from "./context.js"
+// The `Close` event: leave every group and stop every election (handing over where work runs), then
+// close the session once they are gone (`maybeFinishClose` in `finish.ts`), and the reply that
+// completes the closes waiting for it.
+import { edit, type Step } from "./context.js"
 import { beginStop } from "./elections.js"
+import { finishClose, maybeFinishClose } from "./finish.js"
 import { leave } from "./partitions.js"
 import type { Request } from "./types.js"
 
+/** Begins a close (or joins the one under way): leave every group, stop every election. */
 export const close = (s: Step, completion: number): void => {
   if (s.closing !== undefined) {
     s.closing.push(completion)
@@ -16,28 +19,7 @@ export const close = (s: Step, completion: number): void => {
   maybeFinishClose(s)
 }
 
-/** Once every work has handed over, close the session (which releases everything at once). */
-export const maybeFinishClose = (s: Step): void => {
-  if (s.closing === undefined || s.closed) return
-  if (s.elections.size > 0 || s.groups.size > 0) return
-  s.closed = true
-  for (const key of Array.from(s.timers.keys())) disarm(s, key)
-  const sessionId = s.session.id
-  const wasOpen = sessionId !== undefined && s.session.status !== "CLOSED"
-  s.session = { ...s.session, status: "CLOSED", deadline: Number.NEGATIVE_INFINITY, renewing: undefined }
-  if (wasOpen) {
-    call(s, { _tag: "CloseSession", sessionId })
-    publish(s, SimbaEvent.SessionEnded({ sessionId, reason: "STOPPED" }))
-    return
-  }
-  finishClose(s)
-}
-
-export const finishClose = (s: Step): void => {
-  for (const completion of s.closing ?? []) complete(s, completion, ok)
-  s.closing = []
-}
-
+/** The reply to the `CloseSession` of a finished close completes the closes waiting for it. */
 export const onClosed = (s: Step, request: Extract<Request, { _tag: "CloseSession" }>): void => {
   if (s.closed && s.closing !== undefined && s.closing.length > 0 && request.sessionId === s.session.id) {
     finishClose(s)

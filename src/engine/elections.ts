@@ -1,8 +1,12 @@
-// Elections and locks: candidacy, acquire replies, terms, stop / step-down / handover (rules 1, 2, 5, 6).
+// Elections and locks: candidacy, acquire replies, terms, stop / step-down / handover (rules 1, 2, 5,
+// 6), leases nobody asked for (adopted or given back), and the loss of the session (rule 4), which is
+// the end of every term. Everything a reply or a timer can do to an election is here, so partitions,
+// hints and renewal build on it; it reaches below only to the session's own state (`session.ts`) and to
+// the checks that end a pending leave or close (`finish.ts`).
 import * as Session from "../Session.js"
 import { SimbaEvent } from "../SimbaEvent.js"
+import type { SessionEndReason } from "../SimbaEvent.js"
 import type { RevokeReason } from "../Term.js"
-import { maybeFinishClose } from "./close.js"
 import {
   addElection,
   arm,
@@ -17,6 +21,7 @@ import {
   find,
   handoverKey,
   latest,
+  liveElections,
   nextId,
   notAcquired,
   ok,
@@ -27,9 +32,9 @@ import {
   type Step,
   type Writable
 } from "./context.js"
-import { maybeFinishLeave } from "./partitions.js"
-import { sessionLost, sessionUsable } from "./session.js"
-import { observe, quietUntil, retireName, reviveName } from "./tokens.js"
+import { maybeFinishClose, maybeFinishLeave } from "./finish.js"
+import { openSession, sessionUsable } from "./session.js"
+import { aboveSeen, observe, quietUntil, retireName, reviveName } from "./tokens.js"
 import type { ElectionState, Event, Outcome, Request } from "./types.js"
 
 export const newElection = (
@@ -252,6 +257,29 @@ export const aboveReleased = (s: Step, name: string, token: bigint): boolean => 
 }
 
 /**
+ * A lease the session holds that no reply granted: handed to it by the backend's FIFO hand-off (a
+ * pushed grant, or one whose message was lost and that a renewal lists), or the leftover of an
+ * abandoned attempt. The waiting candidate adopts it only if the token is above every token of the
+ * name it has seen (a holder's in a `HeldBy`, its own terms': so never a late or duplicate message, or a
+ * renewal reply, about an earlier grant) and above any we released, and the session is live. Otherwise
+ * it is given back (a no-op on the backend when stale).
+ */
+export const unaskedLease = (
+  s: Step,
+  candidate: ElectionState | undefined,
+  sessionId: string,
+  name: string,
+  token: bigint
+): void => {
+  const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
+    aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
+  if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
+    return adopt(s, edit(s, candidate), token)
+  }
+  giveBack(s, sessionId, name, token)
+}
+
+/**
  * An election stops wanting its name (stopped, timed out, interrupted, closing, cooling down) while a
  * `HeldBy` may have left its session in the backend's waiter queue: tell the backend, so the queue
  * does not keep a waiter that no longer waits. Not while another election of this client still wants
@@ -282,6 +310,39 @@ export const loseTerm = (s: Step, e: Writable<ElectionState>, reason: RevokeReas
   if (e.kind === "lock") return remove(s, e)
   setStatus(s, e, "CANDIDATE")
   if (reason === "TAKEN_OVER") scheduleRetry(s, e, s.now)
+}
+
+/** Rule 4: an expired (or, for us, ended) session is never revived: revoke all, open a new one. */
+export const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): void => {
+  const sessionId = s.session.id
+  // Try-locks whose one attempt the lost session abandoned end (after the new session is asked for).
+  const triedOut: Array<Writable<ElectionState>> = []
+  for (const current of liveElections(s)) {
+    if (current.attempt === undefined && current.term === undefined) continue
+    const e = edit(s, current)
+    if (e.attempt !== undefined && e.tryCompletion !== undefined) triedOut.push(e)
+    if (e.attempt !== undefined) e.attempt = undefined
+    if (e.term !== undefined) loseTerm(s, e, reason)
+  }
+  for (const g of s.groups.values()) {
+    g.joined = false
+    g.joining = undefined
+    g.listing = undefined
+  }
+  // Losing the terms ended the last handover of a pending close, which has already closed the session.
+  if (s.closed) return
+  if (sessionId !== undefined) {
+    publish(s, SimbaEvent.SessionEnded({ sessionId, reason }))
+    // Best effort: if the backend is reachable after all, free our leases now rather than at expiry.
+    if (reason === "DEADLINE_PASSED") call(s, { _tag: "CloseSession", sessionId })
+  }
+  if (s.closing !== undefined) {
+    s.session = { ...s.session, id: undefined, status: "CLOSED", deadline: Number.NEGATIVE_INFINITY }
+  } else {
+    openSession(s)
+  }
+  for (const e of triedOut) if (s.elections.has(e.handle)) remove(s, e)
+  maybeFinishClose(s)
 }
 
 export const stop = (s: Step, handle: number, completion: number): void => {

@@ -1,9 +1,10 @@
-// Timers, and the backend's hints (released, pushed grants).
+// Timers firing, and the backend's hints (released, pushed grants, group changes): each wakes the part
+// of the engine it concerns (session, elections, groups), so this module sits above them all.
 import { edit, electionsNamed, setStatus, type Step } from "./context.js"
-import { aboveReleased, adopt, finishHandover, giveBack, tryAcquire } from "./elections.js"
+import { finishHandover, tryAcquire, unaskedLease } from "./elections.js"
 import { joinGroup, listMembers } from "./partitions.js"
-import { openSession, renew, sessionUsable } from "./session.js"
-import { aboveSeen, observe, quietUntil } from "./tokens.js"
+import { openSession, renew } from "./session.js"
+import { observe } from "./tokens.js"
 import type { ElectionState, HintEvent } from "./types.js"
 
 export const timer = (s: Step, key: string, id: number): void => {
@@ -85,27 +86,4 @@ export const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>)
   }
   // Adopted or given back: either records the token (rule 7).
   unaskedLease(s, candidate, h.to, h.name, h.token)
-}
-
-/**
- * A lease the session holds that no reply granted: handed to it by the backend's FIFO hand-off (a
- * pushed grant, or one whose message was lost and that a renewal lists), or the leftover of an
- * abandoned attempt. The waiting candidate adopts it only if the token is above every token of the
- * name it has seen (a holder's in a `HeldBy`, its own terms': so never a late or duplicate message, or a
- * renewal reply, about an earlier grant) and above any we released, and the session is live. Otherwise
- * it is given back (a no-op on the backend when stale).
- */
-export const unaskedLease = (
-  s: Step,
-  candidate: ElectionState | undefined,
-  sessionId: string,
-  name: string,
-  token: bigint
-): void => {
-  const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
-    aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
-  if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
-    return adopt(s, edit(s, candidate), token)
-  }
-  giveBack(s, sessionId, name, token)
 }

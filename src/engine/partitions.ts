@@ -1,9 +1,10 @@
-// Partition groups.
+// Partition groups: joining, the members' view, the partitions this client owns (each an election of
+// `elections.ts`, started or stopped as the view changes) and leaving. A group's leave is finished by
+// `maybeFinishLeave` (`finish.ts`) once its elections are gone.
 import { partitionName } from "../LeaseName.js"
 import * as PartitionAssignment from "../PartitionAssignment.js"
 import * as Session from "../Session.js"
 import { SimbaEvent } from "../SimbaEvent.js"
-import { maybeFinishClose } from "./close.js"
 import {
   arm,
   call,
@@ -11,9 +12,7 @@ import {
   disarm,
   edit,
   failed,
-  find,
   joinKey,
-  liveElections,
   nextId,
   ok,
   publish,
@@ -21,8 +20,8 @@ import {
   type Mutable,
   type Step
 } from "./context.js"
-import { beginStop, newElection, tryAcquire } from "./elections.js"
-import { sessionLost } from "./session.js"
+import { beginStop, newElection, sessionLost, tryAcquire } from "./elections.js"
+import { maybeFinishLeave } from "./finish.js"
 import type { Event, GroupState, Request, Response } from "./types.js"
 
 export const join = (s: Step, ev: Extract<Event, { _tag: "Join" }>): void => {
@@ -163,18 +162,4 @@ export const leave = (s: Step, handle: number, completion: number | undefined): 
     if (e.group === g.group) beginStop(s, edit(s, e), "stop", "STOPPED")
   }
   maybeFinishLeave(s, g)
-}
-
-export const maybeFinishLeave = (s: Step, g: Mutable<GroupState>): void => {
-  if (find(liveElections(s), (e) => e.group === g.group) !== undefined) return
-  if (!s.groups.delete(g.handle)) return
-  if (s.session.id !== undefined && s.closing === undefined) {
-    call(s, { _tag: "Leave", sessionId: s.session.id, group: g.group })
-  }
-  if (g.owned.length > 0) {
-    publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: [] }))
-  }
-  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members: [], owned: [] })
-  for (const completion of g.waiters) complete(s, completion, ok)
-  maybeFinishClose(s)
 }

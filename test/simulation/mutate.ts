@@ -92,10 +92,6 @@ export const mutations: ReadonlyArray<Mutation> = [
     edits: [[
       "  giveBack(s, sessionId, name, token)\n}",
       "  call(s, { _tag: \"Release\", sessionId, name, token })\n}"
-    ], [
-      // `unaskedLease` (engine/hints.ts) does not otherwise call `call`.
-      'import { edit, electionsNamed, setStatus, type Step } from "./context.js"',
-      'import { call, edit, electionsNamed, setStatus, type Step } from "./context.js"'
     ]]
   },
   {
