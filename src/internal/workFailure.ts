@@ -1,5 +1,5 @@
 /**
- * What a leader's failing work does (issue 8 item 1): by default the term ends (the shell reports
+ * What a leader's failing work does: by default the term ends (the shell reports
  * `WorkExited { stepDown }`, the engine releases and cools down for the backoff), so another node can
  * take over; `{ restart: schedule }` restarts the work on this leader first, and steps down once the
  * schedule is exhausted.
@@ -7,6 +7,8 @@
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
 import type { WorkFailureOptions } from "../Simba.js"
 
 /** The defaults of `WorkFailureOptions.backoff`. */
@@ -49,14 +51,20 @@ export const withRestart = (
 ): Effect.Effect<unknown, unknown> => {
   const onFailure = options?.onFailure
   if (onFailure === undefined || onFailure === "stepDown") return work
+  // Logged on the schedule's decision, so once per restart: a failure the schedule does not restart
+  // (it is exhausted) is not announced as restarting. The `while` below steps the schedule before
+  // checking the cause, hence the same check here.
+  const onCause: Schedule.Schedule<unknown, Cause.Cause<unknown>> = onFailure.restart
+  const restart = Schedule.passthrough(onCause).pipe(
+    Schedule.onDecision((cause, decision) =>
+      ScheduleDecision.isContinue(decision) && !Cause.isInterruptedOnly(cause)
+        ? Effect.logWarning(`leader work for ${name} failed; restarting it on this leader`, cause)
+        : Effect.void
+    )
+  )
   return work.pipe(
     Effect.sandbox,
-    Effect.tapError((cause) =>
-      Cause.isInterruptedOnly(cause)
-        ? Effect.void
-        : Effect.logWarning(`leader work for ${name} failed; restarting it on this leader`, cause)
-    ),
-    Effect.retry({ schedule: onFailure.restart, while: (cause) => !Cause.isInterruptedOnly(cause) }),
+    Effect.retry({ schedule: restart, while: (cause) => !Cause.isInterruptedOnly(cause) }),
     Effect.unsandbox
   )
 }

@@ -4,7 +4,7 @@
  * not a failure. TestClock on the Memory backend.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Ref, Schedule } from "effect"
+import { Clock, Effect, Fiber, Logger, LogLevel, Ref, Schedule } from "effect"
 import type { Term } from "simba"
 import { advance, eventsOf, leading, makeClients, settle } from "./helpers.js"
 
@@ -115,6 +115,29 @@ describe("failing leader work", () => {
       expect(all.length).toBe(6)
       expect(all[3]!.token).toBeGreaterThan(all[0]!.token)
       expect(new Set(all.slice(3).map((r) => r.token)).size).toBe(1)
+    }))
+
+  it.scoped("onFailure restart: one \"restarting\" Warning per restart, none for the failure the exhausted schedule gives up on", () =>
+    Effect.gen(function*() {
+      const restarting = yield* Ref.make<ReadonlyArray<string>>([])
+      const collector = Logger.make(({ logLevel, message }) => {
+        const text = Array.isArray(message) ? message.join(" ") : String(message)
+        if (text.includes("restarting it on this leader")) Effect.runSync(Ref.update(restarting, (all) => [...all, logLevel.label]))
+      })
+      const runs = yield* Ref.make<ReadonlyArray<{ at: number; token: bigint }>>([])
+      yield* Effect.gen(function*() {
+        const { clients } = yield* makeClients(1)
+        const { client, events } = clients[0]!
+        yield* Effect.fork(client.runWhileLeader("job", failing(runs), {
+          onFailure: { restart: Schedule.spaced("200 millis").pipe(Schedule.compose(Schedule.recurs(2))) }
+        }))
+        yield* advance("500 millis")
+        expect((yield* eventsOf(events, "Revoked")).map((r) => r.event.reason)).toEqual(["STEPPED_DOWN"])
+      }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, collector)), Logger.withMinimumLogLevel(LogLevel.All))
+      // Three runs of one term: two restarts, two lines; the third failure ends the term unannounced.
+      const starts = yield* Ref.get(runs)
+      expect(starts.length).toBe(3)
+      expect(yield* Ref.get(restarting)).toEqual(Array.from({ length: starts.length - 1 }, () => "WARN"))
     }))
 
   it.scoped("work that succeeds keeps the term; a revocation (DEADLINE_PASSED) is not a failure: no backoff", () =>
