@@ -1,38 +1,22 @@
 /**
- * The engine: a pure state machine `step(state, event, now) -> [state, effects]` (SPEC section 5.1).
+ * The engine: a pure state machine `step(state, event, now) -> [state, commands]`. No clock, timer,
+ * randomness, I/O or Effect runtime (time comes in as `now`, jitter from a seeded generator in the
+ * state, backend answers as events), so the shell (`internal/`) only performs what it returns and
+ * every race is a sequence of events a test can replay. This file is the public entry; the code sits
+ * in `engine/`.
  *
- * No clock, timer, randomness, I/O or Effect runtime: time comes in as `now` (monotonic millis),
- * jitter from a seeded generator kept in the state, backend results as `Reply` events. The shell
- * (`internal/`) feeds it events and performs the effects it returns, so every race is a sequence of
- * events that a test can replay.
+ * The rules it keeps, cited by number in `engine/` (stated in full in docs/design.md, "The engine"):
+ * 1. a term is adopted only from the current attempt's reply, before the local deadline, above every
+ *    token this session released for the name (a lease nobody asked for: above every token seen);
+ * 2. a term is revoked first, then released with its token;
+ * 3. a renewal's lease list reconciles: a term missing from it is `TAKEN_OVER`, an unknown lease released;
+ * 4. an expired session is never revived;
+ * 5. handover: a stopped term keeps its lease until its work exits or the deadline at stop time passes;
+ * 6. at most one renewal per session and one acquire per election in flight;
+ * 7. tokens only rise: a regression is reported and no term of the name starts for one lease duration.
  *
- * The rules it keeps, cited below by number (the simulation checks each on every step):
- *
- * 1. A term is adopted only from a reply to the election's current attempt, arriving before the
- *    session's local deadline, with a token greater than every token this session released for that
- *    name. A reply to an abandoned attempt that won a lease gives the lease back. A lease nobody asked
- *    for (a pushed hand-off grant, or one a renewal lists) is adopted only above every token of the
- *    name the election has seen.
- * 2. A term is revoked first, then its lease is released; the release carries the term's token.
- * 3. A renewal reply lists the leases the session holds (or says the list is unchanged since the
- *    version the request named, and then stands for the list read with that version): a term adopted
- *    before the request was sent but missing from the list is revoked `TAKEN_OVER`; a listed lease
- *    that no election holds or is acquiring is released.
- * 4. An expired session is never revived: revoke all its terms, open a new session.
- * 5. Handover: a stopped or stepped-down term whose work still runs keeps its lease until the work
- *    exits or the session's local deadline at stop time passes, whichever comes first. A term without
- *    work releases at once.
- * 6. At most one renewal in flight per session, at most one acquire in flight per election.
- *
- * 7. Tokens only rise (see `observe`): a token of a name at or below the highest this client has seen
- *    for it is a regression of the store, reported with `TokenRegressed`; no term of that name starts
- *    for one lease duration after it.
- *
- * Local deadline: `sentAt + remaining x (1 - drift) - margin` of the last successful renewal
- * (`Session.localDeadline`); once passed without a renewal the session is over for this client and
- * every term ends `DEADLINE_PASSED`; a late reply never extends it.
- *
- * This file is the engine's public entry; the code sits in `engine/` (README "Layout").
+ * Local deadline: `sentAt + remaining x (1 - drift) - margin` of the last successful renewal; once
+ * passed, every term of the session ends `DEADLINE_PASSED`, and a late reply never extends it.
  */
 export type {
   Effect,

@@ -1,12 +1,10 @@
 /**
- * The LeaseBackend SPI: everything the client needs from a store, as a `Context.Tag` of functions.
- *
- * Rules every implementation keeps (checked by the TCK in `test/tck/`):
- * - each method makes a bounded number of round trips, independent of how many leases or groups exist;
- * - every time in a reply is a *duration* measured on the backend's own clock, never a timestamp;
- * - a session the backend expired is never revived: `keepAlive` and `acquire` answer `Expired`;
- * - session ids are never reused; tokens of one name only rise, forever, for a given store;
- * - a timed-out or failed call fails with `BackendError`, never succeeds silently.
+ * The LeaseBackend SPI: everything the client needs from a store, as a `Context.Tag` of functions,
+ * and `make(store)`, the one constructor every backend is built with, which adds the rules the
+ * backends share (checked input, unknown sessions, `BackendError`, spans and metrics) so a backend
+ * writes only its store operations. The rules every implementation keeps (bounded round trips,
+ * durations on the backend's clock, sessions never revived, tokens that only rise, failures never
+ * silent) are in docs/design.md, "The SPI"; the TCK in `test/tck/` checks them.
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -356,7 +354,7 @@ const isDefaultTracer = (tracer: Tracer.Tracer): boolean => {
  * when a tracer is installed. The metrics are updated as `Metric.increment` and `Metric.trackDuration`
  * would (the fiber's metric labels, the `Clock`), in one step at the call's exit. Written with the
  * runtime's primitives (one fiber read, one match) rather than `onExit` and `mapError`: it wraps
- * every backend call, and each combinator is a runtime operation and an allocation (issue 11).
+ * every backend call, and each combinator is a runtime operation and an allocation.
  */
 const instrumentCall = (backend: string) => (operation: Operation) => {
   const success = callCounter({ backend, operation, outcome: "success" })

@@ -1,27 +1,12 @@
 /**
- * The MySQL 8 / MariaDB 10.5+ backend (`@effect/sql-mysql2`): the SQL implementation of
- * `SqlBackend` with one stored procedure per operation (`migrations.ts`), each its own READ
- * COMMITTED transaction, times from `UTC_TIMESTAMP(6)` read in its own statement after the locks
- * (never `NOW()`, which follows the session time zone).
- *
- * MySQL has no push. Hints come from the backend itself: a release made through it is hinted at
- * once to the candidates of this process, and while local candidates wait, one query every
- * `pollInterval` (60 ms) asks which of the names they wait on are free (released, or their holder's
- * session expired), whatever the number of names: about 17 queries/s per waiting process (plus its
- * renewals and the client's own retries, under 20 in all), none
- * while nobody waits. Membership changes are not hinted: members see them at their next renewal.
- *
- * `@effect/sql-mysql2` (and `mysql2`) is an optional peer: loaded when a layer of this module is
- * built, never when the library is imported.
- *
- * - `make(options)` / `layer(options)` / `layerConfig(config)`: a pool of its own, closed with the scope;
- * - `makeWithClient(sql, options)` / `layerWithClient(options)` (the `SqlClient` in the context): a
- *   client the application owns and closes; Simba never closes it.
- *   With `layerWithClient`, the `SqlClient` already in the application's context (a
- *   `MysqlClient`). The procedures run their own transactions: never call them inside one.
- *
- * A call interrupted by its timeout cannot be cancelled on MySQL: the statement finishes on its
- * connection, which then returns to the pool.
+ * The MySQL 8 / MariaDB 10.5+ backend (`@effect/sql-mysql2`): `SqlBackend` with one stored procedure
+ * per operation (`migrations.ts`), times from `UTC_TIMESTAMP(6)` read after the locks. MySQL has no
+ * push, so hints come from the backend itself: a release through it at once, and one poll per
+ * `pollInterval` for the names local candidates wait on (none while nobody waits). `@effect/sql-mysql2`
+ * is an optional peer, loaded when a layer of this module is built. `make`/`layer`/`layerConfig` open
+ * a pool of their own; `makeWithClient`/`layerWithClient` use a `SqlClient` the application owns
+ * (never inside one of its transactions). A timed-out call cannot be cancelled on MySQL: it finishes
+ * on its connection. Tables and procedures: docs/design.md, "PostgreSQL and MySQL/MariaDB".
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"

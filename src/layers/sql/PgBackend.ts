@@ -1,19 +1,12 @@
 /**
- * The PostgreSQL backend (`@effect/sql-pg`, PostgreSQL 12+): the SQL implementation of
- * `SqlBackend` with one PL/pgSQL function per operation (`migrations.ts`), times from
- * `clock_timestamp()`, a FIFO waiter queue per lease (a release grants the lease to the first live
- * waiter in its own transaction), and hints by `pg_notify` received on a dedicated `LISTEN`
- * connection that reconnects (`listen.ts`).
- *
- * `@effect/sql-pg` (and the `pg` driver it brings) is an optional peer: it is loaded when a layer of
- * this module is built, never when the library is imported.
- *
- * - `make(options)` / `layer(options)` / `layerConfig(config)`: a pool of its own, closed with the scope;
- * - `makeWithClient(sql, options)` / `layerWithClient(options)` (the `SqlClient` in the context): a
- *   client the application owns and closes; Simba never closes it.
- *   With `layerWithClient`, the `SqlClient` already in the application's context (a `PgClient`:
- *   its `config` also opens the `LISTEN` connection; a client without one gives no hints, and
- *   candidates rely on their retries). Do not share a client whose calls run inside a transaction.
+ * The PostgreSQL backend (`@effect/sql-pg`, PostgreSQL 12+): `SqlBackend` with one PL/pgSQL function
+ * per operation (`migrations.ts`), a FIFO waiter queue per lease (a release grants the lease to the
+ * first live waiter in its own transaction) and hints by `pg_notify` on a dedicated `LISTEN`
+ * connection (`listen.ts`), so a hand-over needs no poll. `@effect/sql-pg` is an optional peer, loaded
+ * when a layer of this module is built. `make`/`layer`/`layerConfig` open a pool of their own;
+ * `makeWithClient`/`layerWithClient` use a `SqlClient` the application owns (never inside one of its
+ * transactions: the functions run their own). Tables, functions and channel: docs/design.md,
+ * "PostgreSQL and MySQL/MariaDB".
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"

@@ -1,19 +1,11 @@
 /**
- * The SQL backends' one implementation (PostgreSQL and MySQL/MariaDB), over an `@effect/sql`
- * `SqlClient`, with dialect branches (`sql.onDialectOrElse`) where the databases differ: how a
- * routine is called, how the migration is serialised, which errors are retried.
- *
- * Each SPI operation is **one round trip**: a call of the routine the migration installed for it
- * (`migrations.ts`), which runs its own transaction and takes every decision about time with the
- * database's clock, after taking its locks. A renewal reads the session's lease list only when its
- * version differs from the one the client knows, so renewing 1,000 unchanged leases touches the
- * session row, the session's memberships and nothing else.
- *
- * A routine that fails with a deadlock or a serialisation failure (PostgreSQL 40P01/40001,
- * MySQL 1213/1205, and on MySQL the duplicate key of two first acquires of one name, 1062) was
- * rolled back as a whole and is retried, at most `maxRetries` times.
- *
- * `@effect/sql` is an optional peer: this module imports its types only.
+ * The SQL backends' one implementation (PostgreSQL and MySQL/MariaDB) over an `@effect/sql`
+ * `SqlClient`, with dialect branches (`sql.onDialectOrElse`) where the databases differ. Each SPI
+ * operation is one call of the routine the migration installed, which runs its own transaction and
+ * takes every decision about time with the database's clock after taking its locks: one round trip
+ * whatever the number of leases. A routine rolled back by a deadlock or a serialisation failure is
+ * run again, at most `maxRetries` times. `@effect/sql` is an optional peer: its types only are
+ * imported here. The contract: docs/design.md, "PostgreSQL and MySQL/MariaDB".
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Scope from "effect/Scope"

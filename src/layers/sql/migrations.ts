@@ -1,35 +1,11 @@
 /**
- * The schema of the SQL backends, per dialect: three tables and one routine per SPI operation, so
- * every operation is one round trip (`SELECT <prefix>v1_acquire($1, $2)` on PostgreSQL, `CALL
- * <prefix>v1_acquire(?, ?)` on MySQL/MariaDB) whatever the number of leases, with every decision
- * about time taken by the database inside the routine.
- *
- * Tables (`<prefix>` is `simba_` by default):
- * - `<prefix>session (id, expires_at, version)`: one row per open session; `version` is bumped in
- *   the same transaction as every change of the session's lease set, so a renewal naming the
- *   current version sends no lease list back. Closed sessions are deleted; expired ones are swept
- *   (a few per `openSession`) since an expired session is never revived.
- * - `<prefix>lease (name, session_id, token, acquired_at)`: never deleted (a release only clears
- *   `session_id`), so the token of a name only rises. A lease is free when `session_id` is null or
- *   names a session that is gone or expired.
- * - `<prefix>member (group_name, session_id)`: group memberships.
- * - `<prefix>waiter (name, session_id, since)` (PostgreSQL): the sessions an acquire refused, per
- *   lease, oldest first: a release grants the lease to the first still alive (a hand-off, pushed as
- *   `Hint.Granted`), so the waiter needs no round trip. Rows go with the grant or the session.
- *
- * Locking (READ COMMITTED): lease rows before session rows; the requester's and the holder's
- * session rows in id order (requester `FOR UPDATE`, since a grant bumps its version; holder
- * `FOR SHARE`, serialised with its renewal, which locks it `FOR UPDATE`). The database clock is read
- * *after* the locks are taken (`clock_timestamp()`; `UTC_TIMESTAMP(6)` in its own statement of the
- * procedure, evaluated when that statement runs), so a takeover and the holder's renewal agree on
- * whether the holder had expired.
- *
- * The routines carry the schema version in their names (`v3` on PostgreSQL, `v2` on MySQL): a later
- * version installs new ones beside these (the tables are shared and every version takes the same
- * locks in the same order), so processes of both versions can run during a rolling upgrade. v3/v2
- * grant a name never acquired by its first insert (token 1) instead of inserting an empty row and
- * updating it, the commonest acquire in half the statements and rows written; the PostgreSQL v3
- * release writes a queued lease once, to its next holder.
+ * The schema of the SQL backends, per dialect: the tables (`<prefix>session`, `lease`, `member`, and
+ * `waiter` on PostgreSQL) and one routine per SPI operation (`<prefix>v3_*` PL/pgSQL functions,
+ * `<prefix>v2_*` MySQL procedures), so every operation is one round trip with every decision about
+ * time taken by the database inside it. Lease rows are never deleted, so tokens only rise; routines
+ * lock lease rows, then session rows in id order, then read the clock. The version in the routines'
+ * names lets two versions run side by side during a rolling upgrade. Details: docs/design.md,
+ * "PostgreSQL and MySQL/MariaDB".
  */
 
 /** What the migration creates for a table prefix. */

@@ -1,139 +1,14 @@
 /**
  * The ZooKeeper backend (the `zookeeper` addon 7.3): Simba's session is the ZooKeeper session, a lease
- * is an ephemeral node, a token is that node's `czxid`, and watches give the hints. This module is the
- * entry (`make`, `layer`, `layerConfig`, `config`, `SimbaZookeeperLive`); the folder holds one module
- * per concern:
+ * is an ephemeral node, a token is that node's `czxid` (zxids only rise), and watches give the hints,
+ * so the store itself keeps every rule of the SPI. This module is the entry (`make`, `layer`,
+ * `layerConfig`, `config`); `options.ts`, `driver.ts` (the addon, loaded when `make` runs) and
+ * `session.ts` (one session's addon object, its lease cache and event handlers) hold the rest.
  *
- * - `options.ts`: `ZookeeperOptions`, `config` (environment), validation;
- * - `driver.ts`: the addon (loaded when `make` runs, never by `import "simba"`), its return codes;
- * - `session.ts`: one session's addon object, what the backend knows of it, its event handlers, and
- *   the pipelined requests every operation is made of.
- *
- * ## Nodes (root `/simba` by default)
- *
- * - `{root}/leases/{name}`: ephemeral node of the session holding `name`; empty, never modified (its
- *   version stays 0). Its `czxid` (the zxid of the transaction that created it) is the token: zxids
- *   only rise, across leader changes too (the epoch is the high 32 bits), so every new node of a name
- *   has a larger token than every earlier one, forever, for a given ensemble. The addon hands `czxid`
- *   over as a JavaScript number, exact below 2^53: a larger one (after 2^21 leader epochs) fails the
- *   call loudly instead of handing out a wrong token.
- * - `{root}/groups/{g}`: persistent node of a group (created on the first join, never deleted);
- *   `{root}/groups/{g}/{sid}`: ephemeral node of a member.
- *
- * ## Sessions
- *
- * `openSession(ttl)` opens a new ZooKeeper session with `ttl` as the requested session timeout, on a
- * new addon object (an ended one is never reused: the addon can crash on reuse). The server clamps the
- * timeout to its `[minSessionTimeout, maxSessionTimeout]` (by default 2 to 20 ticks); the negotiated
- * timeout T is what counts. The session id is ZooKeeper's (hex).
- *
- * What a renewal proves: its reply says the server had the session at some instant after the request
- * was sent. The client library decides on its own when a silent connection is lost (after 2/3 T) and
- * may then reconnect to another server of the ensemble; during such a move the session can be expired
- * by the ensemble while this client still hears nothing. A renewal is therefore reported as proving
- * the session alive for `5/12 T` only (the seed's figure: what is left of T once the client library's
- * own detection and one reconnect attempt are taken off), so `remaining = 5/12 T`. The client sees
- * `SessionLeaseShortened` and renews on that cadence.
- *
- * ZooKeeper itself keeps a session alive as long as its connection is (the client library pings by
- * itself), but Simba's contract is that a session expires `ttl` after its last renewal. Each session
- * therefore has a watchdog fiber: once T has passed since the last renewal was sent without another
- * one, the backend closes the session (the server deletes its nodes at once) and answers `Expired`
- * for it from then on. A process that stops (kill -9, SIGSTOP) stops pinging: the server expires the
- * session after T, as usual.
- *
- * Connection loss (`connecting`, the equivalent of Curator's SUSPENDED) fails every call on that
- * session with `BackendError` until it is connected again, so the engine's deadline rules apply: a
- * suspended session is never treated as still leading. Calls in flight when the connection drops
- * fail with connection loss. Expiry (the addon closes the object with -112) ends the session: from
- * then on `keepAlive`, `acquire` and `join` answer `Expired`.
- *
- * ## Operations and round trips
- *
- * Requests of one call are pipelined on the session's connection (sent at once, answered in order),
- * so each bullet is one round trip unless it says otherwise. ZooKeeper answers one session's requests
- * strictly in order, so a renewal waits behind every request sent before it: with 1,000 elections on
- * one session, ~2,000 requests were ahead of each renewal, which missed its timeout until the session
- * passed its deadline and was replaced. So every request except a renewal's and `closeSession`'s
- * goes through the session's window (`sendInWindow` in session.ts): at most `inFlightLimit` (64)
- * such requests in flight, the rest queued in order. A renewal is sent at once and waits behind at
- * most that many. A queued call is not sent when the session has ended, is closing or lost its
- * connection by then (it answers `Expired`, or fails with `BackendError`); hint-driven requests (a
- * re-armed watch, the hand-off's try) queue the same way. A queued release, join or leave whose caller
- * gave up (timed out) is taken back; a queued acquire is not: it is sent in its turn, as it was sent
- * at once before the window, and a node it creates shows up in the next renewal's lease list, where
- * the client adopts or releases it. Taking acquires back made a client that starts 1,000 elections
- * converge slower (bench renew section: 59 sessions lost instead of 20, every try in the queue
- * timing out and tried again).
- *
- * - `openSession`: the connection handshake (creating the session);
- * - `acquire`: create the ephemeral node and, in the same pipeline, `exists` with a watch: the `Stat`
- *   says whose node it is. Ours (just created, or created by an earlier call whose reply was lost):
- *   `Granted { token: czxid }`; another session's: `HeldBy { token }`, and the watch gives
- *   `Released` when that node goes (release, close or expiry of its holder), or, while the session
- *   still waits for the name, a hand-off (see "Hints"). `remaining` is not known (another session's
- *   expiry is not visible), so candidates rely on the watch;
- * - `release`: `delete`, sent only when the session's cache says the node is its own with that
- *   token (see "Why a release needs no read"): one;
- * - `keepAlive`: one `exists` on the root, plus, in the same pipeline, a `getChildren` (with a child
- *   watch) per joined group and an `exists` per lease whose create lost its reply;
- * - `join`: create the group node (if missing), the member node, and `getChildren` with a watch;
- * - `leave`: delete the member node; `members`: `getChildren` on the backend's own watcher session;
- * - `withdraw`: none (the session stops answering a release of the name with its own acquire);
- * - `closeSession`: deletes of its lease nodes (those the cache says are its own) and of its member
- *   nodes (one), then the session is closed.
- *
- * ## Why the lease list of a renewal is exact
- *
- * The list comes from a cache the backend keeps per session, not from a read of every node: it adds a
- * name when an `acquire` (or a renewal settling a lost create) reads the node and finds it the
- * session's own, with its `czxid`, and removes it on the session's own release and on every `deleted`
- * watch event of that path (the node of a held lease always carries a watch: the acquire armed it). A
- * held lease's node can only disappear through this session (release, close) or through a delete by
- * someone else, which fires the watch. ZooKeeper delivers a watch event to a session before the reply
- * to any request of that session the server processed after the change. So when a renewal's reply
- * arrives, every change of the session's nodes that the server made before processing the renewal has
- * been applied to the cache: the list is exact as of that instant, and the version (bumped on every
- * change) says whether it changed since the reply the client last read. A create whose reply was lost
- * (connection loss) is recorded as uncertain and settled by reading the node in the next renewal's
- * pipeline (or the next acquire of the name). The test `test/zookeeper/backend.test.ts` checks it.
- *
- * The window (see "Operations") keeps this true: a renewal overtakes requests still queued in the
- * backend, which the server has not seen, so they changed nothing the renewal could be behind; the
- * cache changes only in reply callbacks and watch events (never when a request is queued or sent),
- * and those arrive in the order the server processed them. A release reads the cache when the window
- * sends its delete, not when it is called, so a node the cache lost while the release was queued is
- * never deleted.
- *
- * ## Why a release needs no read
- *
- * A release deletes the node only if it is still this session's with that token. The cache answers
- * that without a read: within Simba's protocol a lease node of this session goes away only through
- * this session's own delete (whose callback updates the cache) or the end of the session (after
- * which the server refuses every request of it, the delete included). A delete by anyone else (an
- * operator) fires the node's watch, and the `deleted` event removes the name; a node replaced while
- * the connection moved shows up as `changed` on the re-registered watch, and the re-read removes it.
- * A read before the delete would not close the one window left (an outside delete and a new
- * holder's create between the server's last answer to this session and its delete): every lease
- * node has version 0, so no version in a delete tells two of them apart, and the addon has no
- * `multi` to check the `czxid` in the same transaction. So the read bought nothing and cost a round
- * trip; an outside delete of a held node breaks exclusion by itself anyway (its holder learns it at
- * its next renewal).
- *
- * ## Hints
- *
- * `Released { name }` on the `deleted` event of a watched lease node (an acquire that found it held, or
- * held it, armed the watch; watches fire once, the next acquire arms another). When the session whose
- * watch fired still waits for the name (refused, and neither granted, released nor withdrawn since),
- * the backend tries for the lease on that session at once from the event (create and read, one round
- * trip, what the candidate's acquire would send) and pushes a win as `Granted { name, to, token }`:
- * the client adopts it under the same rules as any hand-off, or gives it back if no candidate wants it
- * any more; a loss leaves the session waiting with a new watch. That saves the client's turn through
- * its loop and a backend call between the release and the waiter's create. `GroupChanged { group }`
- * on the child event of a group watched by a member session or read by `members` (re-armed with a
- * fresh read after it fires), and from this backend's own join, leave and close. After a reconnect the
- * client library re-registers the watches; the backend also emits a hint for every watched name, so a
- * release it could not replay costs a candidate one acquire, not a retry period.
+ * The contract is in docs/design.md, "ZooKeeper": the nodes, what a renewal proves (5/12 of the
+ * negotiated timeout) and the watchdog that expires a silent session, the operations and their round
+ * trips with the per-session window, why a renewal's lease list is exact, why a release needs no
+ * read, and the hints and the hand-off on a watch event.
  */
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
