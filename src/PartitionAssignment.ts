@@ -1,12 +1,12 @@
 /**
- * Partition assignment by rendezvous (highest random weight) hashing, SPEC section 9.
+ * Partition assignment by rendezvous (highest random weight) hashing (docs/design.md, "Partition assignment").
  *
  * Every node computes the same owner for each partition from nothing but the group's live member ids,
  * with no coordination: partition `p` goes to the member `m` with the largest
  * `weight(p, m) = splitmix64(fnv1a64(utf8("${p}@${m}")))`, ties to the smaller id. A member joining
  * takes only the partitions it now wins; a member leaving gives up only its own. The hash is part of
  * the wire contract (all nodes of one major version must agree), pinned by
- * `../shared/vectors/partition-weights.json`.
+ * `test/fixtures/partition-weights.json`.
  */
 
 const MASK_64 = (1n << 64n) - 1n

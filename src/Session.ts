@@ -1,5 +1,5 @@
 /**
- * The session model's pure arithmetic: local deadlines and renewal timing (SPEC sections 2 and 6).
+ * The session model's pure arithmetic: local deadlines and renewal timing (docs/design.md, "Sessions" and "Local deadlines").
  * All times are milliseconds on the client's monotonic clock; `remaining` values are durations on
  * the backend's clock.
  */

@@ -134,7 +134,10 @@ export interface SimbaSnapshot {
 
 /** One client: a session on the backend and everything competing through it. */
 export interface SimbaClient {
-  /** Runs `body` while holding the lock `name` (see SPEC section 4). */
+  /**
+   * Runs `body` while holding the lock `name`. Same-name calls of one client queue FIFO; the body is
+   * interrupted, with `LockLostError`, if the term ends involuntarily.
+   */
   readonly withLock: <A, E, R>(
     name: string,
     body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),

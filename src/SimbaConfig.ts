@@ -1,5 +1,5 @@
 /**
- * Timing settings (SPEC section 6), validated with `Schema`, with defaults derived from
+ * Timing settings (docs/design.md, "Local deadlines"), validated with `Schema`, with defaults derived from
  * `leaseDuration`, readable from the environment (`SIMBA_*`).
  */
 import * as Config from "effect/Config"
@@ -113,7 +113,10 @@ const durationField = (
 
 const ms = (millis: number) => `${Math.round(millis * 1000) / 1000} ms`
 
-/** Validates `input`, filling in defaults, and checks the two timing rules of SPEC section 6. */
+/**
+ * Validates `input`, filling in defaults, and checks the two timing rules: `renewInterval × 2 ≤
+ * leaseDuration` and `leaseDuration × (1 − drift) − margin > renewInterval`.
+ */
 export const make = (input: SimbaConfigInput = {}): Effect.Effect<SimbaConfig, SimbaConfigError> =>
   Effect.gen(function*() {
     const leaseDuration = yield* durationField("leaseDuration", input.leaseDuration, 15_000)

@@ -1,5 +1,5 @@
 /**
- * Operations endpoint (SPEC section 10): `GET /simba` answers the client's snapshot as JSON,
+ * Operations endpoint (docs/operations.md): `GET /simba` answers the client's snapshot as JSON,
  * `GET /simba/health` answers 200 while the session is `LIVE` and 503 otherwise (for load balancers
  * and orchestrators' readiness checks), `GET /metrics` answers Effect's metric registry in the
  * Prometheus text format (version 0.0.4) for a Prometheus scrape.

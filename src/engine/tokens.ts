@@ -29,7 +29,7 @@ export const hasElection = (s: Step, name: string): boolean => {
  * tokens only rise in a store that keeps its state, so anything such a reply reports is at least what
  * was seen before; an older reply, a hint (its channel is not ordered with replies) or our own
  * give-back only raises the memory. A regression re-bases the memory on the new token (it is reported
- * once) and starts the quiet period of the name (see `quietPeriod`, README "Token regressions").
+ * once) and starts the quiet period of the name (see `quietPeriod`; docs/design.md, "Terms, tokens and revocation").
  */
 export const observe = (s: Step, name: string, token: bigint, holder: string | undefined, requestId?: number): void => {
   const known = s.tokens.get(name)

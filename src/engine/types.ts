@@ -257,7 +257,7 @@ export interface SessionState {
    * records 10,000 releases in flight, and copying a `Map` per step made that quadratic.
    */
   readonly released: OrderedMap<string, bigint>
-  /** What the last renewal reply listed, for replies that say "unchanged" (SPEC section 7). */
+  /** What the last renewal reply listed, for replies that say "unchanged" (docs/design.md, "Sessions"). */
   readonly leaseView: LeaseView | undefined
 }
 

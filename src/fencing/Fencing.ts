@@ -1,5 +1,5 @@
 /**
- * Fencing, the driver-free core (SPEC section 13). A term's token protects only a resource that checks
+ * Fencing, the driver-free core (docs/fencing.md). A term's token protects only a resource that checks
  * it: the resource remembers the highest token it has seen and refuses a write carrying a lower one, so
  * a holder paused past its lease (who cannot know it was paused) cannot overwrite a newer holder's work.
  *

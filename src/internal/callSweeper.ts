@@ -42,7 +42,7 @@ export interface CallSweeper<Call, Reply> {
 /**
  * How the sweeper starts a fiber: at once, in the caller's turn, on the runtime of the fiber that
  * starts calls (the client's loop: `Runtime.runFork` of its runtime). Not `Effect.forkIn` a scope,
- * which costs the loop a few runtime operations and a scope entry per call (issue 11): the fibers are
+ * which costs the loop a few runtime operations and a scope entry per call: the fibers are
  * not in a scope, `interruptAll` stops them when the client closes.
  */
 export type Fork = <A>(effect: Effect.Effect<A>) => Fiber.RuntimeFiber<A>

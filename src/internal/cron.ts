@@ -1,5 +1,5 @@
 /**
- * Leader-only cron jobs (issue 8 items 2 and 10): the work of one term runs the job at each tick of
+ * Leader-only cron jobs: the work of one term runs the job at each tick of
  * the cron expression while the term lasts. A tick before the election is run at once only if it is
  * at most `skipIfOlderThan` old (as `@effect/cluster`'s `ClusterCron`), and never twice by this
  * client.

@@ -96,7 +96,7 @@ const handle = (shell: Shell, input: LoopInput, loop: LoopFiber): Effect.Effect<
  * Handles the queued inputs in order, in one go, until one leaves an Effect to run, the mailbox is
  * empty, or the event loop must turn (`Mailbox.mustYield`); returns that Effect, the wait for the
  * next input, or the turn. Most inputs of a lock leave nothing to run, so a burst of them costs the
- * runtime one operation rather than a dozen each (issue 11).
+ * runtime one operation rather than a dozen each.
  */
 const drain = (shell: Shell, loop: LoopFiber): Effect.Effect<void> => {
   const box = shell.events

@@ -216,7 +216,7 @@ const isCommandTimeout = (cause: unknown): boolean => cause instanceof Error && 
  * tracker does: one fiber of the scope sleeps (on the `Clock`) until the oldest call's deadline and
  * fails every call past its own. All calls get the same timeout, so the calls in flight, kept in the
  * order they were sent, are also in the order of their deadlines. Racing a timeout per call cost two
- * fibers and a timer per command: ~75 µs of CPU each, more than the round trip (issue 11).
+ * fibers and a timer per command: ~75 µs of CPU each, more than the round trip.
  */
 export const tracker = (
   client: Client,
@@ -307,7 +307,7 @@ export const tracker = (
     // Interrupted (the client's call timeout), a call is forgotten at once when ioredis may never
     // settle it; when ioredis times it out itself, it is forgotten when that happens (within
     // `commandTimeout`), and the wait needs no canceler: a canceler wraps every call in an
-    // interruption handler, several runtime operations each (issue 11). A late settle of an
+    // interruption handler, several runtime operations each. A late settle of an
     // interrupted wait is ignored by the runtime.
     const track = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
       Effect.async<A, BackendError>((resume) => {

@@ -1,6 +1,6 @@
 /**
  * The keys and channels of one key prefix, and the session ids this backend issues. The layout is
- * described in `RedisBackend`'s module comment; the braces are literal (Redis hash tags).
+ * described in docs/design.md, "Redis", "Keys"; the braces are literal (Redis hash tags).
  */
 import { randomBytes } from "node:crypto"
 

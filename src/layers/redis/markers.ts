@@ -1,7 +1,7 @@
 /**
  * Boot markers: how the backend notices that the store lost its state (restart without persistence,
- * flush, fail-over to a replica that lacks it) and starts a lock-delay (see "Lock-delay" in
- * `RedisBackend`). Mode `node`: one key, `<prefix>:boot`. Mode `cluster`: a script may touch one slot
+ * flush, fail-over to a replica that lacks it) and starts a lock-delay (docs/design.md,
+ * "Lost state"). Mode `node`: one key, `<prefix>:boot`. Mode `cluster`: a script may touch one slot
  * only and a node can be wiped alone, so one marker per slot, `<prefix>:boot:{tag(slot)}`, checked by
  * the scripts of that slot; when the backend finds markers missing it creates every missing one in one
  * pass, all of a node resuming at the same time, so a fresh store pays one delay, not one per slot.

@@ -3,8 +3,8 @@
  * added by `LeaseBackend.make`), each written once for both modes (`Mode`). Where the modes differ,
  * the body says so with `mode === "node"`: on one node a session's keys and a lease's or group's
  * are touched by one script; in a cluster the home's half and the slot's half are separate calls,
- * and renewal and close visit every slot the session registered (see "Redis Cluster" in
- * `RedisBackend`).
+ * and renewal and close visit every slot the session registered (docs/design.md, "Redis Cluster:
+ * per-slot shadows").
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -330,7 +330,7 @@ export const make = (
     }),
 
     // acquire and release are on every lock's path: combinators, not `Effect.gen` (a generator costs
-    // more than the rest of the call's JavaScript; see README "Performance").
+    // more than the rest of the call's JavaScript; see docs/performance.md).
     acquire: (sessionId, name) => {
       const holder = holderOf(sessionId, name)
       /** What the reply means for the lease's channel (`Watches`): heard while the session waits. */

@@ -39,7 +39,7 @@ export interface RedisOptions {
   /** Use a Redis Cluster (ioredis `Cluster`) started from these nodes; `url` then gives only credentials and TLS. */
   readonly cluster?: { readonly nodes: ReadonlyArray<RedisClusterNode> } | undefined
   /**
-   * Keep every script call inside one hash slot (per-slot session shadows, see `RedisBackend`).
+   * Keep every script call inside one hash slot (per-slot session shadows, docs/design.md).
    * Required by Redis Cluster. Default: `true` with `cluster`, `false` otherwise.
    */
   readonly routeBySlot?: boolean | undefined
@@ -98,7 +98,7 @@ export type RedisClientOptions = Pick<
 >
 
 /**
- * How the scripts find a session's state (see "Redis Cluster" in `RedisBackend`):
+ * How the scripts find a session's state (docs/design.md, "Redis", "Modes"):
  * - `node`: every key on one server; a call touches the session's keys and a lease's in one script;
  * - `cluster`: every call inside one hash slot (`routeBySlot`), through per-slot session shadows.
  */

@@ -1,6 +1,6 @@
 /**
  * Redis Cluster hash slots, computed on the client: which slot a key lives in, and a fixed short tag
- * hashing to each slot (the `{tag}` of a session's per-slot shadow keys, see `RedisBackend`).
+ * hashing to each slot (the `{tag}` of a session's per-slot shadow keys, see docs/design.md).
  */
 
 const crcTable = (() => {

@@ -2,7 +2,7 @@
  * The `zookeeper` addon (7.3, the C client built as a Node addon), loaded when a backend is built and
  * never when the library is imported, and the few of its callback calls this backend uses.
  *
- * Facts of the addon this module relies on (see the backend's module comment for the protocol):
+ * Facts of the addon this module relies on (docs/design.md, "ZooKeeper", for the protocol):
  * - one `ZooKeeper` object is one ZooKeeper session; after its `close` event (code -112 on expiry, 0
  *   when closed here) it is never used again (the addon can crash on a reused handle);
  * - `connecting` is emitted when the connection is lost, `connect` when it is (re)established; the C

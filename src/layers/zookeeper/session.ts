@@ -365,7 +365,7 @@ export const answerQueued = (session: Session): void => {
  * `Rc.connectionLoss` and the requests' own callbacks never run. `build` runs when the batch is
  * admitted, so it reads the session's state as of the send. Queuing changes nothing about the session:
  * its state changes only in reply callbacks and watch events, in the order the server processed them
- * (see "Why the lease list of a renewal is exact" in ZookeeperBackend.ts).
+ * (docs/design.md, "Why a renewal's lease list is exact").
  */
 export const sendInWindow = <A>(
   session: Session,
