@@ -1,0 +1,133 @@
+/**
+ * The session's scripts in mode `cluster`: the home (session key, registered slots, groups) lives in
+ * one slot and each lease slot holds a shadow of the session, so a renewal or a close is one script
+ * on the home and one per registered slot, each touching one slot only.
+ */
+import * as Replies from "../replies.js"
+import { define } from "./define.js"
+
+/** Registers the slot of `tag` in the home: its time left and the registration's number. */
+export const register = define("register", {
+  keys: ["home", "homeSlots"],
+  args: ["tag"],
+  reply: Replies.Registered
+}, `
+local own = redis.call('PTTL', home)
+if own == -2 then return {'expired'} end
+local seq = redis.call('INCR', home)
+redis.call('HSET', homeSlots, tag, seq)
+-- The slots expire with the home (its renewals extend both).
+redis.call('PEXPIRE', homeSlots, own)
+return {'ok', own, seq}
+`)
+
+/** Renews the home; lists its registered slots and its groups. */
+export const renewHome = define("renewHome", {
+  keys: ["home", "homeSlots", "homeGroups"],
+  args: ["ttl"],
+  reply: Replies.HomeRenewed
+}, `
+local rem = renew(tonumber(ttl), home, homeSlots, homeGroups)
+if not rem then return {'expired'} end
+return {'live', rem, redis.call('HGETALL', homeSlots), redis.call('SMEMBERS', homeGroups)}
+`)
+
+/**
+ * Renews the session's shadow in one slot (when `registration` is not `""`) and its memberships of
+ * the groups of that slot (`groups`, named `groupNames`) for `remaining` ms; answers the version of
+ * its lease set there and, unless that is still `known` (`""`: none known), what it holds there (`0`:
+ * still `known`, no lease read). A shadow left with no lease is closed at its last registration,
+ * answered for the home to forget (`forgetSlots`).
+ */
+export const renewSlot = define("renewSlot", {
+  keys: ["shadow", "shadowLeases"],
+  restKeys: "groups",
+  args: ["sessionId", "remaining", "leasePrefix", "registration", "known"],
+  restArgs: "groupNames",
+  reply: Replies.SlotRenewed
+}, `
+local rem = tonumber(remaining)
+local now = #groups > 0 and now_ms() or 0
+local leases, prune, version = {}, '', ''
+if registration ~= '' then
+  if redis.call('EXISTS', shadow) == 1 then
+    extend(shadow, rem)
+    extend(shadowLeases, rem)
+    version = redis.call('HGET', shadow, 'ver') or ''
+    if known ~= '' and version == known and redis.call('SCARD', shadowLeases) > 0 then
+      leases = 0
+    else
+      if now == 0 then now = now_ms() end
+      local pruned
+      leases, pruned = held_leases(shadowLeases, sessionId, leasePrefix, now + rem)
+      if pruned > 0 or version == '' then version = bump_shadow(shadow) end
+      if #leases == 0 then
+        prune = redis.call('HGET', shadow, 'gen') or '0'
+        redis.call('HSET', shadow, 'closed', prune)
+      end
+    end
+  else
+    -- Lost, or its first grant is still on the way: close it at the registration we know of.
+    redis.call('HSET', shadow, 'closed', registration)
+    redis.call('PEXPIRE', shadow, rem)
+    prune = registration
+  end
+end
+local views = {}
+for i, gk in ipairs(groups) do
+  local view = group_view(gk, sessionId, now, rem)
+  if view then views[#views + 1] = {groupNames[i], view} end
+end
+return {leases, views, prune, version}
+`)
+
+/** Forgets the slots whose registration is still the one a renewal closed: `tag, registration, ...`. */
+export const forgetSlots = define("forgetSlots", {
+  keys: ["homeSlots"],
+  args: [],
+  restArgs: "registrations",
+  reply: Replies.Count
+}, `
+local n = 0
+for i = 1, #registrations, 2 do
+  if redis.call('HGET', homeSlots, registrations[i]) == registrations[i + 1] then
+    redis.call('HDEL', homeSlots, registrations[i])
+    n = n + 1
+  end
+end
+return n
+`)
+
+/** Deletes the home (from then on every call answers `Expired`); returns its time left, slots and groups. */
+export const closeHome = define("closeHome", {
+  keys: ["home", "homeSlots", "homeGroups"],
+  args: [],
+  reply: Replies.HomeClosed
+}, `
+local left = redis.call('PTTL', home)
+local slots = redis.call('HKEYS', homeSlots)
+local groups = redis.call('SMEMBERS', homeGroups)
+redis.call('DEL', home, homeSlots, homeGroups)
+return {left, slots, groups}
+`)
+
+/**
+ * Closes the session in one slot: releases its leases there (handing each off) when `holdsLeases` is
+ * not `""`, leaving the shadow as a closed marker so a grant still on the way cannot recreate it;
+ * leaves the `groups` of that slot.
+ */
+export const closeSlot = define("closeSlot", {
+  keys: ["shadow", "shadowLeases", "marker"],
+  restKeys: "groups",
+  args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix", "idleMs", "delayMs"],
+  reply: Replies.Count
+}, `
+if holdsLeases ~= '' then
+  release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix, idleMs, marker, delayMs))
+  redis.call('DEL', shadowLeases)
+  redis.call('HSET', shadow, 'closed', closed_marker)
+  extend(shadow, math.max(tonumber(homeRemaining), 1))
+end
+for _, gk in ipairs(groups) do remove_member(gk, sessionId) end
+return 1
+`)

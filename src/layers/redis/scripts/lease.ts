@@ -1,0 +1,89 @@
+/**
+ * The scripts of one lease, the same in both modes: acquire, release, withdraw from its queue, and
+ * the boot marker that starts a lock-delay after lost state. Where the holder is found alive (its
+ * session key, or its shadow in the lease's slot) comes in as keys and the mode as an argument.
+ */
+import * as Replies from "../replies.js"
+import { define } from "./define.js"
+
+/**
+ * Grants the lease unless a live session holds it or it is reserved for another live waiter; a
+ * refused session joins the queue. `holder` is where the session is found alive in the lease's slot
+ * and `holderLeases` the set of the names it holds there: its session key and `:leases` (mode
+ * `node`; `registration` and `homeRemaining` unused), or its shadow there (mode `cluster`, with the
+ * registration number and the home's time left that `register` answered).
+ */
+export const acquire = define("acquire", {
+  keys: ["lease", "queue", "holder", "holderLeases", "marker"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "idleMs", "delayMs"],
+  reply: Replies.Acquired
+}, `
+local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
+local own
+if holders.mode == 'node' then
+  own = redis.call('PTTL', holder)
+  if own == -2 then return {'expired'} end
+else
+  -- A registration a renewal already closed here is stale; the shadow lives as long as the home.
+  local seq = tonumber(registration)
+  local st = redis.call('HMGET', holder, 'gen', 'closed')
+  if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
+  if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
+  own = extend(holder, tonumber(homeRemaining))
+end
+return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
+`)
+
+/**
+ * Releases the lease if the session holds it with exactly `token`, and hands it off (see `acquire`;
+ * `holder` and `holderLeases` as there).
+ */
+export const release = define("release", {
+  keys: ["lease", "queue", "holder", "holderLeases", "marker"],
+  args: ["sessionId", "token", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
+  reply: Replies.Count
+}, `
+local h = redis.call('HMGET', lease, 'session', 'token', 'queued')
+if h[1] ~= sessionId or h[2] ~= token then return 0 end
+local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
+redis.call('SREM', holderLeases, name)
+changed(holders, holder)
+hand_off(lease, queue, name, holders, h[2], h[3], true)
+return 1
+`)
+
+/**
+ * The session no longer waits for the lease: it leaves the queue; a reservation it had on the free
+ * lease is handed to the next live waiter (`holder*` as in `acquire`, to find waiters alive).
+ */
+export const withdraw = define("withdraw", {
+  keys: ["lease", "queue", "marker"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
+  reply: Replies.Count
+}, `
+local removed = redis.call('ZREM', queue, sessionId)
+local h = redis.call('HMGET', lease, 'session', 'reserved', 'token', 'queued')
+if h[2] == sessionId then
+  redis.call('HDEL', lease, 'reserved', 'reservedUntil')
+  if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs), h[3], h[4], false) end
+end
+return removed
+`)
+
+/**
+ * Creates the boot marker (of the store, or of one slot) unless it exists, with grants resuming at
+ * `resumeAt` (server ms; set by the first marker of the same node in one pass, so the whole node
+ * resumes at once) or, when `resumeAt` is `""`, after a full `delayMs`. Answers 1 when it created it,
+ * and the marker's value.
+ */
+export const bootMarker = define("bootMarker", {
+  keys: ["marker"],
+  args: ["delayMs", "resumeAt"],
+  reply: Replies.Marked
+}, `
+local resume = redis.call('GET', marker)
+if resume then return {0, resume} end
+if resumeAt ~= '' then resume = resumeAt else resume = tostring(now_ms() + tonumber(delayMs)) end
+redis.call('SET', marker, resume)
+return {1, resume}
+`)

@@ -1,0 +1,381 @@
+/**
+ * The Lua every script starts with: the functions the scripts share (server time, expiry, group
+ * membership, the mode, tokens, lock-delay, the FIFO hand-off and the acquire itself). It is one
+ * text, so that a helper is written once and every script's SHA1 covers all of it; the two limits it
+ * interpolates are exported beside it for the scripts' callers and tests.
+ */
+/**
+ * How long a freed lease stays reserved for the head of its waiter queue (server ms). Long enough for
+ * the `released` message to reach the head's subscriber and its acquire to come back (a few round
+ * trips, plus an event-loop stall on a loaded client), short enough that a waiter that stopped
+ * waiting (or lost the message) delays the others only briefly.
+ */
+export const reservationMillis = 250
+
+/**
+ * The most waiter-queue entries one script call examines when it looks for the first live waiter (a
+ * release's hand-off, an acquire of a free lease, a reservation that ran out). Dead entries (sessions
+ * gone without withdrawing: crashed clients) are dropped in batches of this size and the walk
+ * resumes at the next call, so one call's work stays bounded whatever the queue holds: 32 entries
+ * cost one `ZRANGE`, 32 `EXISTS` and one `ZREM` (tens of µs), and one call prunes more dead entries
+ * than one acquire can add (at most one), so a queue that is used drains its dead entries.
+ */
+export const queueScanBatch = 32
+
+/** The Lua every script starts with. Its function names are never parameter names (checked by a test). */
+export const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+-- The server's time (one TIME): in ms, and in microseconds (for tokens).
+local function server_time()
+  local t = redis.call('TIME')
+  local s, u = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(u / 1000), s * 1000000 + u
+end
+local function now_ms()
+  local ms = server_time()
+  return ms
+end
+-- Make key live at least ms more; never shortens; a missing key stays missing. Answers its ms left.
+local function extend(key, ms)
+  local cur = redis.call('PTTL', key)
+  if cur ~= -2 and cur < ms then
+    redis.call('PEXPIRE', key, ms)
+    return ms
+  end
+  return cur
+end
+-- Renew a session key for ttl ms (never shortens it), and the sets that expire with it: the ms it
+-- has left, or nil when it is gone.
+local function renew(ttl, key, ...)
+  local rem = redis.call('PTTL', key)
+  if rem == -2 then return nil end
+  if rem < ttl then
+    redis.call('PEXPIRE', key, ttl)
+    rem = ttl
+  end
+  for _, set in ipairs({...}) do extend(set, rem) end
+  return rem
+end
+-- Drop the members whose expiry passed (publishing the change), then list the live ones.
+local function live_members(gk, now)
+  if redis.call('ZREMRANGEBYSCORE', gk, '-inf', '(' .. now) > 0 then
+    redis.call('PUBLISH', gk, 'expired')
+  end
+  return redis.call('ZRANGE', gk, 0, -1)
+end
+-- Renew membership of sid in gk (never re-adds) and list the live members; nil when not a member.
+local function group_view(gk, sid, now, rem)
+  if not redis.call('ZSCORE', gk, sid) then return nil end
+  redis.call('ZADD', gk, 'XX', now + rem, sid)
+  extend(gk, rem)
+  return live_members(gk, now)
+end
+-- The session key home lists the group g among its groups (set groups): the ms home has left, or
+-- nil when the session is gone.
+local function home_join(home, groups, g)
+  local own = redis.call('PTTL', home)
+  if own == -2 then return nil end
+  redis.call('SADD', groups, g)
+  extend(groups, own)
+  return own
+end
+-- sid (own ms left) is a member of gk; 'joined' is published when it was not one yet.
+local function add_member(gk, sid, own)
+  local added = redis.call('ZADD', gk, now_ms() + own, sid)
+  extend(gk, own)
+  if added == 1 then redis.call('PUBLISH', gk, 'joined') end
+  return 'joined'
+end
+-- sid leaves gk; 'left' is published when it was a member.
+local function remove_member(gk, sid)
+  if redis.call('ZREM', gk, sid) == 1 then redis.call('PUBLISH', gk, 'left') end
+end
+-- The holder record of lk (see hold): 'sid:token' while held; the session id and token, or nil.
+local function recorded_holder(record)
+  if not record then return nil end
+  return string.match(record, '^([^:]+):(%d+)$')
+end
+-- The lease hash lk was lost (deleted by hand) while its holder record names sid, whose session
+-- lives: write it back, so nobody else is granted it while sid may still believe it holds it.
+local function restore(lk, sid, token, expires)
+  redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', expires)
+  redis.call('PERSIST', lk)
+end
+-- {name, token} of the leases in set whose hash still names sid (or, lost, whose holder record
+-- does: restored), and how many others left the set.
+local function held_leases(set, sid, lease_prefix, expires)
+  local held, pruned = {}, 0
+  for _, name in ipairs(redis.call('SMEMBERS', set)) do
+    local lk = lease_prefix .. name .. '}'
+    local h = redis.call('HMGET', lk, 'session', 'token')
+    local rsid, rtok
+    if not h[1] and not h[2] then rsid, rtok = recorded_holder(redis.call('GET', lk .. ':holder')) end
+    if h[1] == sid then
+      redis.call('HSET', lk, 'expires', expires)
+      held[#held + 1] = {name, h[2]}
+    elseif rsid == sid then
+      restore(lk, sid, rtok, expires)
+      held[#held + 1] = {name, rtok}
+    else
+      redis.call('SREM', set, name)
+      pruned = pruned + 1
+    end
+  end
+  return held, pruned
+end
+-- ---- Where a session is found alive: the mode ----
+-- 'node': at its session key, prefix .. sid .. '}'. 'cluster' (every call inside one hash slot): at
+-- its shadow in this slot, prefix .. sid, which is dead too once closeSession marked it closed.
+local closed_marker = '9007199254740992'
+-- Also carries the store's rules for lease hashes: idle = ms a freed hash lives without a grant;
+-- marker = the boot marker of this store (mode 'node') or of this slot (mode 'cluster'), and delay =
+-- the lock-delay in ms (see lock_delay).
+local function holders_in(mode, prefix, idle, marker, delay)
+  if mode ~= 'node' and mode ~= 'cluster' then error('simba: unknown mode ' .. tostring(mode)) end
+  return {mode = mode, prefix = prefix, idle = tonumber(idle), marker = marker, delay = tonumber(delay)}
+end
+local function holder_key(holders, sid)
+  if holders.mode == 'node' then return holders.prefix .. sid .. '}' end
+  return holders.prefix .. sid
+end
+local function alive(holders, sid)
+  local key = holder_key(holders, sid)
+  if redis.call('EXISTS', key) == 0 then return false end
+  return holders.mode == 'node' or redis.call('HGET', key, 'closed') ~= closed_marker
+end
+-- A new version of the session's lease set in this slot (mode 'cluster'): the shadow's 'ver', which
+-- renewals compare with the client's. A shadow without one starts at the server's TIME in
+-- microseconds, so a shadow lost and made again never repeats a version a client saw (while the
+-- clock does not step back, as for tokens).
+local function bump_shadow(shadow)
+  if redis.call('HEXISTS', shadow, 'ver') == 1 then
+    return string.format('%.0f', redis.call('HINCRBY', shadow, 'ver', 1))
+  end
+  local _, us = server_time()
+  local ver = string.format('%.0f', us)
+  redis.call('HSET', shadow, 'ver', ver)
+  return ver
+end
+-- The lease set of the session whose liveness key is key changed: a new version of the set, which
+-- renewals compare with the client's. Mode 'node': the session key's value (INCR keeps its PX);
+-- mode 'cluster': the shadow's (see bump_shadow). Never on a gone session (INCR or HSET would
+-- create the key: a revival).
+local function changed(holders, key)
+  if redis.call('EXISTS', key) == 0 then return end
+  if holders.mode == 'node' then redis.call('INCR', key) else bump_shadow(key) end
+end
+-- changed, for a session this script has just found alive.
+local function bump(holders, key)
+  if holders.mode == 'node' then redis.call('INCR', key) else bump_shadow(key) end
+end
+-- ---- Tokens and the life of a lease hash ----
+-- A new token after stored (the lease's last token, or nil): max(stored + 1, the server's TIME in
+-- microseconds us), so a store that lost the hash (restart without persistence, flush, fail-over,
+-- idle expiry) still hands out a token above every earlier one while the clock does not step back.
+-- Lua numbers are doubles: TIME in us is about 1.8e15 (2026), exact below 2^53 (~9.0e15, year
+-- ~2255), and so are stored + 1 and the max; '%.0f' prints the integer without an exponent. Tokens
+-- are strings here and bigints on the client.
+local function next_token(stored, us)
+  return string.format('%.0f', math.max(tonumber(stored or '0') + 1, us))
+end
+-- ---- Lock-delay after lost state ----
+-- The boot marker holds the server time (ms) from which grants may resume. A missing marker means the
+-- store (or, in a cluster, the node holding this slot) lost its state: restart without persistence,
+-- flush, fail-over to a replica that lacks it. Some session may still believe it holds a lease there
+-- until its own deadline, so nothing is granted for one lock-delay: the marker is created with
+-- now + delay. resume is the marker's value (nil: missing). Answers the ms left (0: grants allowed)
+-- and whether this call found it missing.
+-- Only a lease without a stored token (no hash, or one holding waiters only) needs the check: a wipe
+-- takes the lease hashes with the marker, and no script writes a token during a lock-delay, so a
+-- hash with a token proves this store kept its state since that token's grant (a marker deleted
+-- alone starts a delay for the leases without one; those with one lost nothing).
+local function lock_delay(holders, now, resume)
+  if not resume then
+    redis.call('SET', holders.marker, now + holders.delay)
+    return holders.delay, true
+  end
+  return math.max(tonumber(resume) - now, 0), false
+end
+-- lk names no holder from now on: it expires once idle that long (a grant makes it persistent again),
+-- and its holder record goes.
+local function free(lk, holders)
+  redis.call('HDEL', lk, 'session', 'expires')
+  redis.call('PEXPIRE', lk, holders.idle)
+  redis.call('DEL', lk .. ':holder')
+end
+-- ---- FIFO hand-off (see "Waiter queue" in RedisBackend) ----
+-- The first live waiter of queue q (dead ones leave it) of lease lk, or nil.
+-- At most ${queueScanBatch} entries are examined per call (see queueScanBatch): with more dead ones
+-- ahead it answers nil too (the next call resumes the walk), and the lease goes to whoever asks.
+-- Only called when lk carries 'queued' (see wait_in); an empty queue clears it.
+local function next_waiter(lk, q, holders)
+  local batch = redis.call('ZRANGE', q, 0, ${queueScanBatch - 1})
+  if #batch == 0 then
+    redis.call('HDEL', lk, 'queued')
+    return nil
+  end
+  local dead, head = {}, nil
+  for _, sid in ipairs(batch) do
+    if alive(holders, sid) then
+      head = sid
+      break
+    end
+    dead[#dead + 1] = sid
+  end
+  if #dead > 0 then redis.call('ZREM', q, unpack(dead)) end
+  return head
+end
+-- Reserve the free lease lk (name) for sid until now + the reservation and tell sid: in mode 'node'
+-- on its session's channel ('released:<name>'), in mode 'cluster' on the lease's ('released:<sid>').
+local function reserve(lk, name, sid, now, holders)
+  redis.call('HSET', lk, 'reserved', sid, 'reservedUntil', now + ${reservationMillis})
+  if holders.mode == 'node' then
+    redis.call('PUBLISH', holder_key(holders, sid), 'released:' .. name)
+  else
+    redis.call('PUBLISH', lk, 'released:' .. sid)
+  end
+end
+-- sid (whose liveness key has own ms left) holds lk (name, listed in its set) with token from now
+-- on. expiring: lk may carry an expiry (a free hash that exists), which the grant removes. The
+-- holder record lk .. ':holder' ('sid:token', in lk's slot) outlives a hash deleted by hand: an
+-- acquire that finds the hash gone and the record naming a live session restores the hash instead
+-- of granting (see acquire). The set expires with the session (its renewals extend both).
+local function hold(lk, set, name, sid, token, now, own, expiring)
+  redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', now + own)
+  if expiring then redis.call('PERSIST', lk) end
+  redis.call('SET', lk .. ':holder', sid .. ':' .. token)
+  redis.call('SADD', set, name)
+  redis.call('PEXPIRE', set, own)
+end
+-- Mode 'node': grant the lease lk (name, last token stored) to the live waiter head, as its
+-- acquire would, and tell it on its session's channel ('granted:<token>:<name>', heard by head's
+-- client alone), so it holds the lease without another round trip. expiring: as in hold.
+local function grant_to(lk, q, name, head, holders, stored, expiring)
+  local home = holder_key(holders, head)
+  local now, us = server_time()
+  local token = next_token(stored, us)
+  hold(lk, home .. ':leases', name, head, token, now, redis.call('PTTL', home), expiring)
+  bump(holders, home)
+  redis.call('ZREM', q, head)
+  redis.call('PUBLISH', home, 'granted:' .. token .. ':' .. name)
+end
+-- lk (last token stored; queued: it carries 'queued') becomes free: its holder gives it up (held:
+-- the hash still names it) or its reservation was withdrawn. In mode 'node' it goes straight to the
+-- first live waiter (a held hash is overwritten by the new holder, never freed in between); in mode
+-- 'cluster' (the waiter's registration lives in another slot, see "Redis Cluster") it is freed and
+-- reserved for that waiter; freed with a plain 'released' when nobody waits. No lock-delay check:
+-- lk has a token, so this store kept its state (see lock_delay).
+local function hand_off(lk, q, name, holders, stored, queued, held)
+  local head = nil
+  if queued then head = next_waiter(lk, q, holders) end
+  if head and holders.mode == 'node' then
+    grant_to(lk, q, name, head, holders, stored, not held)
+    return
+  end
+  if held then free(lk, holders) end
+  if head then
+    reserve(lk, name, head, now_ms(), holders)
+  else
+    redis.call('PUBLISH', lk, 'released')
+  end
+end
+-- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
+-- The lease hash lk carries 'queued' while its queue may hold waiters (queued: it already does), so
+-- an acquire or release of a lease nobody waits for reads no queue; a hash this creates (waiters
+-- of a lease with no hash, during a lock-delay) expires once idle, like a freed one.
+local function wait_in(lk, q, sid, now, own, queued, exists, holders)
+  redis.call('ZADD', q, 'NX', now, sid)
+  extend(q, own)
+  if not queued then
+    redis.call('HSET', lk, 'queued', '1')
+    if not exists then redis.call('PEXPIRE', lk, holders.idle) end
+  end
+end
+-- Release every lease in set that still names sid, handing each off.
+local function release_all(set, sid, lease_prefix, holders)
+  for _, name in ipairs(redis.call('SMEMBERS', set)) do
+    local lk = lease_prefix .. name .. '}'
+    local h = redis.call('HMGET', lk, 'session', 'token', 'queued')
+    if h[1] == sid then hand_off(lk, lk .. ':queue', name, holders, h[2], h[3], true) end
+  end
+end
+-- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it or it
+-- is reserved for another live waiter; a refused sid joins the queue q. Answers as the reply of the
+-- acquire script; a 'granted' or 'held' answer carries a 4th element 1 when it restored a lease
+-- hash deleted by hand from its holder record.
+local function acquire(lk, q, set, sid, name, own, holders)
+  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil', 'queued')
+  local now, us = server_time()
+  if h[1] == sid then
+    hold(lk, set, name, sid, h[2], now, own, false)
+    return {'granted', h[2]}
+  end
+  -- A free hash that exists has an expiry (freed, or made by wait_in), which a grant removes.
+  local exists = h[2] or h[3] or h[5]
+  local stored = h[2]
+  if h[1] then
+    local left = redis.call('PTTL', holder_key(holders, h[1]))
+    if left ~= -2 then
+      wait_in(lk, q, sid, now, own, h[5], true, holders)
+      return {'held', h[2] or '', left}
+    end
+    -- Takeover: the holder's session is gone, the lease is free.
+    free(lk, holders)
+  elseif not stored then
+    -- No token: a new or idle-expired name, a hash deleted by hand, or a store that lost its state.
+    local m = redis.call('MGET', holders.marker, lk .. ':holder')
+    -- Nothing is granted while a lock-delay runs: the requester waits in the queue.
+    local pause, fresh = lock_delay(holders, now, m[1])
+    if pause > 0 then
+      wait_in(lk, q, sid, now, own, h[5], exists, holders)
+      return {'delayed', pause, fresh and 1 or 0}
+    end
+    local rsid, rtok = recorded_holder(m[2])
+    if rsid == sid then
+      -- The hash was deleted by hand while sid held the lease: it still does, with its token.
+      hold(lk, set, name, sid, rtok, now, own, exists)
+      return {'granted', rtok, 1}
+    elseif rsid and alive(holders, rsid) then
+      -- The hash was deleted by hand while rsid holds the lease: it still does.
+      local key = holder_key(holders, rsid)
+      local left = redis.call('PTTL', key)
+      restore(lk, rsid, rtok, now + left)
+      redis.call('SADD', key .. ':leases', name)
+      extend(key .. ':leases', left)
+      bump(holders, key)
+      wait_in(lk, q, sid, now, own, h[5], true, holders)
+      return {'held', rtok, left, 1}
+    end
+    -- The recorded holder is gone: free, and its token is the last one handed out.
+    stored = rtok
+  end
+  -- Who may take it?
+  local head, untill = nil, 0
+  if h[3] and tonumber(h[4]) > now and alive(holders, h[3]) then
+    head, untill = h[3], tonumber(h[4])
+  else
+    -- No reservation, or one that ran out unused (that waiter stopped waiting: drop it).
+    if h[3] then
+      redis.call('ZREM', q, h[3])
+      redis.call('HDEL', lk, 'reserved', 'reservedUntil')
+    end
+    if h[5] then head = next_waiter(lk, q, holders) end
+    if head and head ~= sid then
+      reserve(lk, name, head, now, holders)
+      untill = now + ${reservationMillis}
+    end
+  end
+  if head and head ~= sid then
+    wait_in(lk, q, sid, now, own, h[5], true, holders)
+    return {'held', stored or '', math.max(untill - now, 1)}
+  end
+  local token = next_token(stored, us)
+  if head then
+    redis.call('ZREM', q, sid)
+    if h[3] then redis.call('HDEL', lk, 'reserved', 'reservedUntil') end
+  end
+  hold(lk, set, name, sid, token, now, own, exists)
+  bump(holders, holder_key(holders, sid))
+  return {'granted', token}
+end
+`
