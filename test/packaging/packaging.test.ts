@@ -2,18 +2,21 @@
  * The package as users get it: build and `npm pack` this repository, install the tarball into a fresh
  * project (in the OS temp directory) with the required peers only, no driver, and run there
  *   - a plain `node` ESM program on `SimbaMemoryLive` (a `withLock` and an election);
- *   - a TypeScript program compiled by `tsc --strict` with NodeNext resolution, run with `node`;
+ *   - a TypeScript program compiled by `tsc --strict` with NodeNext resolution and `skipLibCheck: false`
+ *     (the root and every driver-free subpath), run with `node`;
  *   - the same ESM program under a recorder of every module it resolves: no driver may appear;
  *   - each backend's `Simba*Live` built without its driver: a typed failure naming the package and the
  *     install line (Redis, PostgreSQL, MySQL, ZooKeeper);
- *   - the fencing entry points (`simba/fencing`, `/http`, `/redis`) loaded without any driver.
+ *   - the fencing entry points (`simba/fencing`, `/http`, `/redis`) loaded without any driver;
+ *   - the texts a new user reads: package metadata, the README's user part, install lines with versions;
+ *   - last (it installs the drivers): the backends' subpaths compiled with `skipLibCheck: false`.
  * The programs live in `test/packaging/app/`. npm runs with `--prefer-offline` (its cache is warm
  * from `npm ci`); every child process has a timeout.
  */
 import { execFile } from "node:child_process"
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -23,11 +26,13 @@ const tsc = join(root, "node_modules", "typescript", "bin", "tsc")
 const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
   readonly peerDependencies: Record<string, string>
   readonly peerDependenciesMeta: Record<string, { readonly optional?: boolean }>
+  readonly devDependencies: Record<string, string>
 }
 /** The required peers, at the ranges the package asks for (a bare `@effect/platform-node` is Effect 4's). */
 const requiredPeers = Object.entries(manifest.peerDependencies)
   .filter(([name]) => manifest.peerDependenciesMeta[name]?.optional !== true)
   .map(([name, range]) => `${name}@${range}`)
+const devDependencies = manifest.devDependencies
 /** Driver packages: none may be installed by the peers above, nor loaded by `import "simba"`. */
 const drivers = ["ioredis", "zookeeper", "pg", "mysql2", "@effect/sql-pg", "@effect/sql-mysql2"]
 
@@ -98,7 +103,9 @@ describe("the packed library in a fresh project", () => {
       "--no-audit",
       "--no-fund",
       join(temp, info!.filename),
-      ...requiredPeers
+      ...requiredPeers,
+      // a Node app's own types (the platform's declarations name fetch's Request and Response)
+      `@types/node@${devDependencies["@types/node"]}`
     ], { cwd: app, timeout: 85_000 })
   }, 180_000)
 
@@ -106,12 +113,24 @@ describe("the packed library in a fresh project", () => {
     if (temp !== "") rmSync(temp, { recursive: true, force: true })
   })
 
-  it("ships dist/ and the README only, and installs with one effect and no driver", () => {
+  it("ships dist/, the sources its maps point at, README and docs, and installs with one effect and no driver", () => {
     expect(packed).toContain("dist/index.js")
     expect(packed).toContain("dist/index.d.ts")
     expect(packed).toContain("README.md")
-    expect(packed.filter((path) => !path.startsWith("dist/") && path !== "README.md" && path !== "LICENSE" && path !== "package.json"))
-      .toEqual([])
+    expect(packed.filter((path) =>
+      !/^(dist|src|docs)\//.test(path) && path !== "README.md" && path !== "LICENSE" && path !== "package.json"
+    )).toEqual([])
+    // go-to-definition: every declaration map points at a source file the package ships
+    const maps = packed.filter((path) => path.endsWith(".d.ts.map"))
+    expect(maps.length).toBeGreaterThan(10)
+    const installed = join(app, "node_modules", "simba")
+    const unresolved = maps.flatMap((path) => {
+      const map = JSON.parse(readFileSync(join(installed, path), "utf8")) as { readonly sources: ReadonlyArray<string> }
+      return map.sources
+        .map((source) => join(dirname(join(installed, path)), source))
+        .filter((source) => !existsSync(source))
+    })
+    expect(unresolved).toEqual([])
     // the app's effect is the one simba uses: no nested copy under simba
     expect(existsSync(join(app, "node_modules", "simba", "node_modules"))).toBe(false)
     const effect = JSON.parse(readFileSync(join(app, "node_modules", "effect", "package.json"), "utf8")) as {
@@ -135,12 +154,13 @@ describe("the packed library in a fresh project", () => {
   }, 40_000)
 
   it("compiles a TypeScript program with tsc --strict, NodeNext, and runs it with node", async () => {
-    await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: app, timeout: 60_000 })
+    // skipLibCheck: false checks every declaration file the program reaches (effect's too): minutes on a busy machine
+    await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: app, timeout: 240_000 })
     const { stdout } = await run(process.execPath, [join("out", "typed.js")], { cwd: app, timeout: 30_000 })
     const [, lockToken = "", leaderToken = ""] = /typed lock=(\d+) leader=(\d+)/.exec(lastLine(stdout)) ?? []
     expect(BigInt(lockToken)).toBeGreaterThan(0n)
     expect(BigInt(leaderToken)).toBeGreaterThan(0n)
-  }, 100_000)
+  }, 300_000)
 
   it("loads no driver for import \"simba\" and SimbaMemoryLive", async () => {
     const recorded = async (program: string) => {
@@ -176,9 +196,9 @@ describe("the packed library in a fresh project", () => {
     )
     const expected: Record<string, RegExp> = {
       redis: /\bioredis\b/,
-      postgres: /npm install @effect\/sql-pg @effect\/sql/,
-      mysql: /npm install @effect\/sql-mysql2 @effect\/sql/,
-      zookeeper: /needs the package zookeeper\b/
+      postgres: /npm install @effect\/sql@\^0\.52 @effect\/sql-pg@\^0\.53/,
+      mysql: /npm install @effect\/sql@\^0\.52 @effect\/sql-mysql2@\^0\.53/,
+      zookeeper: /needs the package zookeeper\b.*npm install zookeeper@~7\.3/
     }
     expect(results.map((result) => result.backend)).toEqual(Object.keys(expected))
     for (const result of results) {
@@ -205,4 +225,60 @@ describe("the packed library in a fresh project", () => {
     expect(result.header).toContain("7")
     expect(result.redisScript).toBe("string")
   }, 40_000)
+
+  it("describes itself to npm: repository, homepage, bugs, keywords, ESM only", () => {
+    const installed = JSON.parse(readFileSync(join(app, "node_modules", "simba", "package.json"), "utf8")) as Record<
+      string,
+      unknown
+    >
+    expect(installed.type).toBe("module")
+    expect(installed.repository).toMatchObject({ type: "git" })
+    expect(typeof installed.homepage).toBe("string")
+    expect(installed.bugs).toMatchObject({ url: expect.any(String) })
+    expect(installed.keywords).toEqual(expect.arrayContaining(["effect", "leader-election", "distributed-lock"]))
+  })
+
+  it("gives a user who installed the package a README that starts their part early and says ESM only", () => {
+    const readme = readFileSync(join(app, "node_modules", "simba", "README.md"), "utf8")
+    const lines = readme.split("\n")
+    // the checkout's two commands come first; the user's part is marked within the first screen
+    expect(lines.slice(0, 40).some((line) => /^#+ .*(your app|install)/i.test(line))).toBe(true)
+    expect(readme).toMatch(/ESM[- ]only/i)
+    // the package does not ship examples/: no link may send a user there as if it did
+    expect(readme).not.toMatch(/\]\((\.\/)?examples\//)
+  })
+
+  it("names versions that work in every install line of README.md, docs/ and the library's messages", () => {
+    const texts = [join(root, "README.md"), ...readdirSync(join(root, "docs")).map((file) => join(root, "docs", file))]
+      .filter((file) => file.endsWith(".md"))
+      .map((file) => ({ file, text: readFileSync(file, "utf8") }))
+    const messages = readdirSync(join(root, "dist"), { recursive: true, encoding: "utf8" })
+      .filter((file) => file.endsWith(".js"))
+      .map((file) => ({ file: `dist/${file}`, text: readFileSync(join(root, "dist", file), "utf8") }))
+    const unversioned = [...texts, ...messages].flatMap(({ file, text }) =>
+      [...text.matchAll(/npm (?:install|i|add)((?: +[^\s`"'#;&|)]+)+)/g)].flatMap((match) =>
+        match[1]!.trim().split(/ +/)
+          .filter((argument) => !argument.startsWith("-") && argument !== "simba" && !argument.startsWith("."))
+          // a package without a version: no "@" after its first character (scoped names start with one)
+          .filter((argument) => argument.indexOf("@", 1) === -1)
+          .map((argument) => `${file}: ${match[0]} (${argument})`)
+      )
+    )
+    expect(texts.length).toBeGreaterThan(1)
+    expect(unversioned).toEqual([])
+  })
+
+  it("compiles the backends' subpaths with skipLibCheck: false once their drivers are installed", async () => {
+    await run("npm", [
+      "install",
+      "--prefer-offline",
+      "--no-audit",
+      "--no-fund",
+      "--ignore-scripts",
+      ...["ioredis", "@effect/sql", "@effect/sql-pg", "@effect/sql-mysql2", "zookeeper", "@effect/platform-node"].map(
+        (name) => `${name}@${manifest.peerDependencies[name]}`
+      )
+    ], { cwd: app, timeout: 120_000 })
+    await run(process.execPath, [tsc, "-p", "tsconfig.backends.json"], { cwd: app, timeout: 240_000 })
+  }, 400_000)
 })

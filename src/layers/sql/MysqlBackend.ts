@@ -40,7 +40,7 @@ export const backend = "mysql"
 
 export const defaultUrl = "mysql://root@127.0.0.1:3306/test"
 
-const install = "npm install @effect/sql-mysql2 @effect/sql"
+const install = "npm install @effect/sql@^0.52 @effect/sql-mysql2@^0.53"
 
 /** Options of `makeWithClient` / `layerWithClient`. */
 export interface MysqlClientOptions extends ClientOptions {

@@ -40,7 +40,7 @@ export const backend = "postgres"
 
 export const defaultUrl = "postgres://127.0.0.1:5432/postgres"
 
-const install = "npm install @effect/sql-pg @effect/sql"
+const install = "npm install @effect/sql@^0.52 @effect/sql-pg@^0.53"
 
 /** Options of `makeWithClient` / `layerWithClient`. */
 export interface PgClientOptions extends ClientOptions {
