@@ -50,7 +50,6 @@ import {
   sleepUntil,
   waitBeforeRelease
 } from "./util.js"
-import * as Shape from "./shape.js"
 
 export const LEASE_MS = 3000
 export const simbaSettings = { leaseDuration: "3 seconds" } as const
@@ -145,7 +144,7 @@ const awaitLive = (client: Client.SimbaClient): Effect.Effect<string> =>
 
 /** A Redis backend (two connections named `connection` and `connection:hints`) and a Simba client on it, session open. */
 /** Simba's Redis backend on the run's prefix, its connections named `connection` and `connection:hints`. */
-const simbaBackend = (ctx: Context, connection: string) =>
+export const simbaBackend = (ctx: Context, connection: string) =>
   RedisBackend.make({
     url: redisUrl,
     keyPrefix: `${ctx.prefix}:simba`,
@@ -162,7 +161,7 @@ const simbaClient = (ctx: Context, connection: string): Effect.Effect<SimbaHandl
   })
 
 /** Runs `run` and returns its result with the process CPU time (user + system) it took per `n`, in ms. */
-const withCpu = async <A>(n: number, run: () => Promise<A>): Promise<readonly [A, number]> => {
+export const withCpu = async <A>(n: number, run: () => Promise<A>): Promise<readonly [A, number]> => {
   const before = process.cpuUsage()
   const result = await run()
   const used = process.cpuUsage(before)
@@ -170,11 +169,11 @@ const withCpu = async <A>(n: number, run: () => Promise<A>): Promise<readonly [A
 }
 
 /** Runs `effect` with its resources in `scope` (which the caller closes). */
-const inScope = <A>(scope: Scope.CloseableScope, effect: Effect.Effect<A, unknown, Scope.Scope>): Promise<A> =>
+export const inScope = <A>(scope: Scope.CloseableScope, effect: Effect.Effect<A, unknown, Scope.Scope>): Promise<A> =>
   Effect.runPromise(Scope.extend(effect, scope))
 
-const newScope = (): Promise<Scope.CloseableScope> => Effect.runPromise(Scope.make())
-const closeScope = (scope: Scope.CloseableScope): Promise<void> => Effect.runPromise(Scope.close(scope, Exit.void))
+export const newScope = (): Promise<Scope.CloseableScope> => Effect.runPromise(Scope.make())
+export const closeScope = (scope: Scope.CloseableScope): Promise<void> => Effect.runPromise(Scope.close(scope, Exit.void))
 
 // -------------------------------------------------------------------------------------------------
 // floor
@@ -192,7 +191,7 @@ export interface FloorResult {
   readonly pushHandoverAfterIdle: ReadonlyArray<number>
 }
 
-const timeSequential = async (n: number, warmup: number, op: (i: number) => Promise<unknown>): Promise<Array<number>> => {
+export const timeSequential = async (n: number, warmup: number, op: (i: number) => Promise<unknown>): Promise<Array<number>> => {
   for (let i = 0; i < warmup; i++) await op(-1 - i)
   const samples: Array<number> = []
   for (let i = 0; i < n; i++) {
@@ -253,12 +252,6 @@ export interface SimbaUncontendedResult extends UncontendedResult {
   /** The same pair straight on the `LeaseBackendService` (no client, no engine): where the time goes. */
   readonly backendOnly: ReadonlyArray<number>
   readonly backendOnlyCpuPerPair: number
-  /** Simba's two scripts through bare ioredis, no Effect (`shape.ts`): the protocol's own floor. */
-  readonly scriptsBare: ReadonlyArray<number>
-  readonly scriptsBareCpuPerPair: number
-  /** The SPEC §5 shape over the same backend, without Simba's engine (`shape.ts`). */
-  readonly shellShape: ReadonlyArray<number>
-  readonly shellShapeCpuPerPair: number
   /** withLock on one name used over and over, on its own client: the client's cost without per-name growth. */
   readonly sameName: ReadonlyArray<number>
   /** Server commands of one keepAlive of a session holding nothing (least of 5 batches of 10). */
@@ -267,14 +260,14 @@ export interface SimbaUncontendedResult extends UncontendedResult {
   readonly roundTripsPerPair: number
 }
 
-const RUNS = 2000
+export const RUNS = 2000
 /**
  * Warm-up runs before each timed series, the peers' and Simba's alike: enough for V8 to have
  * optimized the code on the path (Simba's is larger than a peer's and settles later: at 1,000 its CPU
  * per pair still carried the optimizing compiler's threads, ~1.5-2x its steady figure). A service
  * taking locks all day runs warm; the figures are of that state.
  */
-const WARMUP = 4000
+export const WARMUP = 4000
 
 /**
  * Server commands per operation: 5 batches of `batch` operations, each between two `INFO` readings;
@@ -294,9 +287,8 @@ const calibrate = async (ctx: Context, batch: number, run: (batch: number, round
 /**
  * Three parts, in this order, each with nothing else of Simba alive in the process (a live client
  * would add its renewals and, on a name it waited for, the messages of that lease's channel):
- * 1. the `LeaseBackendService` alone (no client, no engine), `WARMUP` + 2,000 timed pairs; then, on
- *    its session, the two floors of `shape.ts` (Simba's scripts through bare ioredis; the SPEC §5
- *    shape without the engine), each `WARMUP` + 2,000 timed;
+ * 1. the `LeaseBackendService` alone (no client, no engine), `WARMUP` + 2,000 timed pairs (the
+ *    floors under it are `floors/redis.ts`);
  * 2. a client on one name reused (`WARMUP` + 1,000 timed): the client's fixed cost;
  * 3. the benchmark figure: a new client (session open before timing), `WARMUP` + 2,000 timed runs,
  *    each on a fresh name.
@@ -317,10 +309,6 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
   const alone = await newScope()
   let backendOnly: ReadonlyArray<number>
   let backendOnlyCpuPerPair: number
-  let scriptsBare: ReadonlyArray<number>
-  let scriptsBareCpuPerPair: number
-  let shellShape: ReadonlyArray<number>
-  let shellShapeCpuPerPair: number
   let commandsPerKeepAlive: number
   try {
     const backend = await inScope(alone, simbaBackend(ctx, `${ctx.prefix}-simba-b`))
@@ -331,24 +319,6 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
         reply._tag === "Granted" ? backend.release(sessionId, name, reply.token) : Effect.dieMessage(`not granted: ${reply._tag}`))
     await Effect.runPromise(timed("b-warm", WARMUP, backendPair))
     ;[backendOnly, backendOnlyCpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("b", RUNS, backendPair)))
-    // The floors under it, on the same backend and session (see `shape.ts`).
-    const bare = await newRedis(`${ctx.prefix}-simba-bare`)
-    try {
-      const pair = Shape.scriptsBare(bare, `${ctx.prefix}:simba`, sessionId)
-      await timeSequential(WARMUP, 0, (i) => pair(`sb-warm-${i}`))
-      ;[scriptsBare, scriptsBareCpuPerPair] = await withCpu(RUNS, () => timeSequential(RUNS, 0, (i) => pair(`sb-${i}`)))
-    } finally {
-      await quit(bare)
-    }
-    const shaped = await newScope()
-    try {
-      const withLock = await inScope(shaped, Shape.shellShape(backend, sessionId))
-      const pair = (name: string) => withLock(name, Effect.void)
-      await Effect.runPromise(timed("sh-warm", WARMUP, pair))
-      ;[shellShape, shellShapeCpuPerPair] = await withCpu(RUNS, () => Effect.runPromise(timed("sh", RUNS, pair)))
-    } finally {
-      await closeScope(shaped)
-    }
     await Effect.runPromise(backend.closeSession(sessionId))
     // A session like a client's (lease 3 s, renewed with 3 s: its PEXPIRE runs), holding nothing.
     const renewed = await Effect.runPromise(backend.openSession(Duration.millis(LEASE_MS)))
@@ -392,10 +362,6 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
       cpuPerPair,
       backendOnly,
       backendOnlyCpuPerPair,
-      scriptsBare,
-      scriptsBareCpuPerPair,
-      shellShape,
-      shellShapeCpuPerPair,
       sameName,
       commandsPerPair,
       commandsPerKeepAlive,
@@ -532,7 +498,7 @@ const WORK_MS = 1
  * One measuring window of the contended run: `contend` runs every contender from `start` (warm-up
  * first) until `to`, recording each section; the probe reads the window's edges meanwhile.
  */
-const contendedWindow = async (
+export const contendedWindow = async (
   ctx: Context,
   connections: string,
   costs: { readonly commandsPerPair: number; readonly commandsPerKeepAlive: number },
@@ -548,7 +514,7 @@ const contendedWindow = async (
 }
 
 /** Contenders on `withLock`s (Simba's clients, the shell-shape floor): take `name`, work `WORK_MS`, again. */
-const contendWithLocks = (withLocks: ReadonlyArray<WithLock>, name: string) =>
+export const contendWithLocks = (withLocks: ReadonlyArray<WithLock>, name: string) =>
 (start: number, to: number, sections: Array<Section>) =>
   Effect.runPromise(Effect.forEach(withLocks, (withLock, i) =>
     Effect.gen(function*() {
@@ -566,7 +532,7 @@ const contendWithLocks = (withLocks: ReadonlyArray<WithLock>, name: string) =>
     }), { concurrency: "unbounded", discard: true }))
 
 /** Contenders on promise locks (the peers, the bare-scripts floor): the same loop. */
-const contendWithAcquires = (acquires: ReadonlyArray<Peer["acquire"]>, name: string) =>
+export const contendWithAcquires = (acquires: ReadonlyArray<Peer["acquire"]>, name: string) =>
 (start: number, to: number, sections: Array<Section>) =>
   Promise.all(acquires.map(async (acquire, i) => {
     await sleepUntil(start)
@@ -802,83 +768,12 @@ export const renewCommandsSimba = async (ctx: Context): Promise<RenewCommandsRes
   }
 }
 
-/**
- * Sessions for the floors of `shape.ts`: a backend of their own each (its two connections, its hints),
- * sessions long enough to outlive a run without renewals.
- */
-const floorSessions = (ctx: Context, label: string, n: number) =>
-  Effect.forEach(
-    Array.from({ length: n }, (_, i) => i),
-    (i) =>
-      Effect.gen(function*() {
-        const backend = yield* simbaBackend(ctx, `${ctx.prefix}-${label}${i}`)
-        const { sessionId } = yield* backend.openSession(Duration.millis(LEASE_MS * 20))
-        return { backend, sessionId }
-      }),
-    { concurrency: "unbounded" }
-  )
-
-/** Floor 1 under a Redis lock that waits: `Shape.bareLocker`s on sessions of `floorSessions`. */
-const bareLockers = async (ctx: Context, scope: Scope.CloseableScope, label: string, n: number) => {
-  const sessions = await inScope(scope, floorSessions(ctx, `${label}s`, n))
-  const lockers: Array<Shape.BareLocker> = []
-  for (const [i, { sessionId }] of sessions.entries()) {
-    const [redis, subscriber] = await Promise.all([newRedis(`${ctx.prefix}-${label}${i}`), newRedis(`${ctx.prefix}-${label}${i}:hints`)])
-    await Effect.runPromise(Scope.addFinalizer(scope, Effect.promise(() => Promise.all([quit(redis), quit(subscriber)]))))
-    lockers.push(await Shape.bareLocker(redis, subscriber, `${ctx.prefix}:simba`, sessionId))
-  }
-  return lockers
-}
-
-/** Floor 2: the SPEC §5 shape without the engine (`Shape.shellShape`) on sessions of `floorSessions`. */
-const shapedLockers = (ctx: Context, scope: Scope.CloseableScope, label: string, n: number) =>
-  inScope(
-    scope,
-    Effect.flatMap(
-      floorSessions(ctx, label, n),
-      (sessions) => Effect.forEach(sessions, ({ backend, sessionId }) => Shape.shellShape(backend, sessionId))
-    )
-  )
-
-export interface ContendedFloors {
-  /** The contended run on `Shape.bareLocker`s: Simba's scripts and fair hand-off, no client. */
-  readonly scriptsBare: ContendedResult
-  /** The same on `Shape.shellShape`: the SPEC §5 shape, no engine. */
-  readonly shellShape: ContendedResult
-}
-
-/** The contended run (`CONTENDERS` contenders, one name, `WORK_MS` sections) on the two floors. */
-export const contendedFloors = async (ctx: Context): Promise<ContendedFloors> => {
-  // Server counts are not split into pairs and renewals here: only the sections, CPU and waits are read.
-  const noCosts = { commandsPerPair: 0, commandsPerKeepAlive: 0 }
-  let scriptsBare: ContendedResult
-  const bareScope = await newScope()
-  try {
-    const lockers = await bareLockers(ctx, bareScope, "floor-cb", CONTENDERS)
-    const acquires = lockers.map((locker) => async (name: string) => {
-      const token = await locker.lock(name)
-      return () => locker.unlock(name, token)
-    })
-    scriptsBare = await contendedWindow(ctx, `${ctx.prefix}-floor-cb`, noCosts, contendWithAcquires(acquires, "contended"))
-  } finally {
-    await closeScope(bareScope)
-  }
-  const shapeScope = await newScope()
-  try {
-    const lockers = await shapedLockers(ctx, shapeScope, "floor-cs", CONTENDERS)
-    const shellShape = await contendedWindow(ctx, `${ctx.prefix}-floor-cs`, noCosts, contendWithLocks(lockers, "contended"))
-    return { scriptsBare, shellShape }
-  } finally {
-    await closeScope(shapeScope)
-  }
-}
-
 // -------------------------------------------------------------------------------------------------
 // handover
 // -------------------------------------------------------------------------------------------------
 
-const HANDOVERS = 50
-const HANDOVER_WARMUP = 5
+export const HANDOVERS = 50
+export const HANDOVER_WARMUP = 5
 
 export interface HandoverResult {
   /** Holder starts releasing → waiter holds, ms. */
@@ -891,7 +786,7 @@ export interface HandoverResult {
   readonly releasedInRedis?: ReadonlyArray<number>
   /**
    * Simba only: the same hand-over with `withLock` on both sides, from the holder's body's end to the
-   * start of the waiter's (the measure of the `shellShape` floor's row), ms.
+   * start of the waiter's (the measure of the shell-shape floor's row, `floors/redis.ts`), ms.
    */
   readonly withLockBodies?: ReadonlyArray<number>
   /** Round trips the waiter's connection(s) sent while waiting, per second of waiting. */
@@ -979,14 +874,14 @@ export const handoverSimba = async (ctx: Context): Promise<HandoverResult> => {
   }
 }
 
-type WithLock = (name: string, body: Effect.Effect<void>) => Effect.Effect<unknown, unknown>
+export type WithLock = (name: string, body: Effect.Effect<void>) => Effect.Effect<unknown, unknown>
 
 /**
  * The hand-over run on two `withLock`s: the holder's body waits, the waiter asks (and queues), then,
  * after the same idle as every hand-over sample, the holder's body ends; the sample is from the
  * holder's body's end to the start of the waiter's, ms.
  */
-const handoverOfBodies = async (holder: WithLock, waiter: WithLock, label: string): Promise<Array<number>> => {
+export const handoverOfBodies = async (holder: WithLock, waiter: WithLock, label: string): Promise<Array<number>> => {
   const samples: Array<number> = []
   for (let i = 0; i < HANDOVER_WARMUP + HANDOVERS; i++) {
     const name = `${label}-${i}`
@@ -1029,45 +924,6 @@ const handoverOfBodies = async (holder: WithLock, waiter: WithLock, label: strin
     if (i >= HANDOVER_WARMUP) samples.push(sample)
   }
   return samples
-}
-
-export interface HandoverFloors {
-  /** Holder starts releasing → waiter holds, ms, on `Shape.bareLocker`s (Simba's scripts, no client). */
-  readonly scriptsBare: ReadonlyArray<number>
-  /** The same on `Shape.shellShape` (the SPEC §5 shape, no engine): the holder's body ends → the waiter's starts. */
-  readonly shellShape: ReadonlyArray<number>
-}
-
-/** The hand-over run (a waiter queued, the same idle, then the release) on the two floors. */
-export const handoverFloors = async (ctx: Context): Promise<HandoverFloors> => {
-  const scriptsBare: Array<number> = []
-  const bareScope = await newScope()
-  try {
-    const [holder, waiter] = await bareLockers(ctx, bareScope, "floor-hb", 2)
-    for (let i = 0; i < HANDOVER_WARMUP + HANDOVERS; i++) {
-      const name = `floor-hb-${i}`
-      const token = await holder!.lock(name)
-      let heldAt = Number.NaN
-      const waited = waiter!.lock(name).then((token) => {
-        heldAt = now()
-        return token
-      })
-      await sleep(waitBeforeRelease())
-      const t0 = now()
-      await holder!.unlock(name, token)
-      await waiter!.unlock(name, await waited)
-      if (i >= HANDOVER_WARMUP) scriptsBare.push(heldAt - t0)
-    }
-  } finally {
-    await closeScope(bareScope)
-  }
-  const shapeScope = await newScope()
-  try {
-    const [holder, waiter] = await shapedLockers(ctx, shapeScope, "floor-hs", 2)
-    return { scriptsBare, shellShape: await handoverOfBodies(holder!, waiter!, "floor-hs") }
-  } finally {
-    await closeScope(shapeScope)
-  }
 }
 
 export const handoverPeer = async (ctx: Context, kind: PeerKind, tuning: Tuning): Promise<HandoverResult> => {

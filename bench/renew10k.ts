@@ -1,6 +1,6 @@
 /**
- * The `renew10k` section of the benchmark (issue 11: "one client holding 10,000 leases on Redis:
- * renewal round trip p50 < 5 ms and client CPU per renewal < 1 ms"): one Simba client holds
+ * The `renew10k` section of the benchmark (its targets: one client holding 10,000 leases on Redis,
+ * renewal round trip p50 < 5 ms and client CPU per renewal < 1 ms): one Simba client holds
  * `LEASES` leases, either `LEASES` locks (`client.lock`, all in one scope) or one partition group of
  * `LEASES` partitions (the only member, so it leads them all), on a single Redis and on the Redis
  * Cluster; once all are held it measures for `WINDOW_MS`:

@@ -8,13 +8,13 @@
  * - floor: PING, EVAL of `return 1`, and the least a push handover can cost on this machine;
  * - uncontended: acquire + release on a fresh name, 2,000 sequential runs after 4,000 warm-up runs
  *   (steady state, see `WARMUP` in `redis.ts`); for Simba also the LeaseBackend alone and the two
- *   floors under it (`shape.ts`: its scripts through bare ioredis, the SPEC §5 shell shape without
+ *   floors under it (`floors/`: its scripts through bare ioredis, the prescribed shell shape without
  *   the engine); then what an idle Simba client of the same prefix in another process spends
- *   meanwhile (`bystander.ts`);
+ *   meanwhile (`floors/bystander.ts`);
  * - contended: 8 contenders (8 clients) on one name, each taking the lock, ~1 ms of work
  *   (`setTimeout(1)`), releasing, for 0.5 s of warm-up and a 10 s window; then the same on the two
- *   floors of `shape.ts` (Simba's scripts with fair hand-off through bare ioredis; the SPEC §5 shell
- *   shape on the LeaseBackend);
+ *   floors (Simba's scripts with fair hand-off through bare ioredis; the prescribed shell shape on
+ *   the LeaseBackend);
  * - renew: one client holding 1,000 leases, 10 s window;
  * - renew10k: one client holding 10,000 leases (locks, then a partition group of 10,000 partitions),
  *   on the single node and on the Cluster: renewal round trip and CPU per renewal, beside the CPU of a
@@ -34,13 +34,18 @@
  * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
  * costs the contended section needs, + contended), `--only handover` (floor + handover) or `--only renew10k`
  * (that section alone) or `--only engine` (that section alone, no Redis needed): prints those rows and stops,
- * writing no results file.
+ * writing no results file. `--help` prints this usage and stops.
+ *
+ * A full run ends with `report.ts`, which regenerates docs/performance.md from the results files.
+ * The investigation harnesses (the floors, the idle client, the runtime-operation count) are in
+ * `floors/`.
  */
 import { writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
-import * as Bystander from "./bystander.js"
 import * as EngineBench from "./engine.js"
+import * as Bystander from "./floors/bystander.js"
+import * as Floors from "./floors/redis.js"
 import * as R from "./redis.js"
 import * as R10k from "./renew10k.js"
 import {
@@ -108,13 +113,20 @@ const printTable = () => {
   for (const b of body) console.log(line(b))
 }
 
+const usage = "bench/run.ts [--only uncontended | contended | handover | renew10k | engine] [--help]"
+if (process.argv.includes("--help")) {
+  console.log(usage)
+  console.log("Without --only: every section, then bench/results*.json and docs/performance.md are written.")
+  process.exit(0)
+}
+
 const onlyAt = process.argv.indexOf("--only")
 const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
 if (
   only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover" && only !== "renew10k" &&
   only !== "engine"
 ) {
-  throw new Error("--only uncontended | contended | handover | renew10k | engine")
+  throw new Error(usage)
 }
 
 /** `Engine.step` events/s, heap kept per `withLock`, heap per idle election: no Redis needed. */
@@ -316,13 +328,13 @@ const main = async () => {
         simba: R.summary.median(hSimba.withLockBodies ?? []),
         floor: R.summary.median(floor.pushHandoverAfterIdle)
       })
-      log("handover: floors (Simba's scripts through bare ioredis; SPEC §5 shell shape on the LeaseBackend)")
-      const hFloors = await R.handoverFloors(ctx)
+      log("handover: floors (Simba's scripts through bare ioredis; the prescribed shell shape on the LeaseBackend)")
+      const hFloors = await Floors.handoverFloors(ctx)
       row("handover", "floor: Simba's scripts through bare ioredis (no Effect, no client), release → waiter holds, median of 50", "ms", {
         simba: R.summary.median(hFloors.scriptsBare),
         floor: R.summary.median(floor.pushHandoverAfterIdle)
       })
-      row("handover", "floor: SPEC §5 shell shape on the LeaseBackend (no engine), body ends → waiter's body starts, median of 50", "ms", {
+      row("handover", "floor: prescribed shell shape on the LeaseBackend (no engine), body ends → waiter's body starts, median of 50", "ms", {
         simba: R.summary.median(hFloors.shellShape),
         floor: R.summary.median(floor.pushHandoverAfterIdle)
       })
@@ -336,6 +348,8 @@ const main = async () => {
     // ---- uncontended ----
     log("uncontended: simba")
     const uSimba = await R.uncontendedSimba(ctx)
+    log("uncontended: floors (Simba's scripts through bare ioredis; the prescribed shell shape on the LeaseBackend)")
+    const uFloors = await Floors.uncontendedFloors(ctx)
     log("uncontended: redlock")
     const uRedlock = await R.uncontendedPeer(ctx, "redlock")
     log("uncontended: redis-semaphore")
@@ -363,11 +377,11 @@ const main = async () => {
       simba: us(R.summary.p99(uSimba.backendOnly))
     })
     row("uncontended", "floor: Simba's two scripts through bare ioredis (no Effect, no client), median", "µs", {
-      simba: us(R.summary.median(uSimba.scriptsBare)),
+      simba: us(R.summary.median(uFloors.scriptsBare)),
       floor: us(2 * evalMedian)
     })
-    row("uncontended", "floor: SPEC §5 shell shape on the LeaseBackend (loop fiber, a fiber per call and body; no engine), median", "µs", {
-      simba: us(R.summary.median(uSimba.shellShape))
+    row("uncontended", "floor: prescribed shell shape on the LeaseBackend (loop fiber, a fiber per call and body; no engine), median", "µs", {
+      simba: us(R.summary.median(uFloors.shellShape))
     })
     row("uncontended", "process CPU time per acquire + release (user + system)", "µs", {
       simba: us(uSimba.cpuPerPair),
@@ -378,10 +392,10 @@ const main = async () => {
       simba: us(uSimba.backendOnlyCpuPerPair)
     })
     row("uncontended", "floor: Simba's two scripts through bare ioredis, process CPU time per pair", "µs", {
-      simba: us(uSimba.scriptsBareCpuPerPair)
+      simba: us(uFloors.scriptsBareCpuPerPair)
     })
-    row("uncontended", "floor: SPEC §5 shell shape on the LeaseBackend, process CPU time per pair", "µs", {
-      simba: us(uSimba.shellShapeCpuPerPair)
+    row("uncontended", "floor: prescribed shell shape on the LeaseBackend, process CPU time per pair", "µs", {
+      simba: us(uFloors.shellShapeCpuPerPair)
     })
     row("uncontended", "Redis commands per acquire + release (server count, in-script commands included)", "commands", {
       simba: uSimba.commandsPerPair,
@@ -438,11 +452,11 @@ const main = async () => {
       redlock: 0,
       redisSemaphore: 0
     })
-    log("contended: floors (Simba's scripts through bare ioredis; SPEC §5 shell shape on the LeaseBackend; 11 s each)")
-    const cFloors = await R.contendedFloors(ctx)
+    log("contended: floors (Simba's scripts through bare ioredis; the prescribed shell shape on the LeaseBackend; 11 s each)")
+    const cFloors = await Floors.contendedFloors(ctx)
     for (const [label, r] of [
       ["floor: Simba's scripts through bare ioredis (fair hand-off, no client)", cFloors.scriptsBare],
-      ["floor: SPEC §5 shell shape on the LeaseBackend (no engine)", cFloors.shellShape]
+      ["floor: prescribed shell shape on the LeaseBackend (no engine)", cFloors.shellShape]
     ] as const) {
       row("contended", `${label}, critical sections/s`, "1/s", { simba: r.sectionsPerSecond })
       row("contended", `${label}, fairness`, "index", { simba: r.fairness })
@@ -508,7 +522,7 @@ const main = async () => {
     const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
     const renewPerInterval = rSimba.roundTripsPerPeriod
     const handoverMedian = R.summary.median(hSimba.samples)
-    console.log("Targets (issue 4):")
+    console.log("Targets:")
     console.log(`  uncontended median within 1.2× of the faster peer: ${uRatio.toFixed(2)}× → ${verdict(uRatio <= 1.2)}`)
     console.log(
       `  contended throughput ≥ 0.9× the faster peer: ${(cSimba.sectionsPerSecond / cBestDefaults).toFixed(2)}× of the faster peer at defaults, ` +
@@ -551,6 +565,7 @@ const main = async () => {
     console.log(`Wrote ${out}`)
     await (await import("./zookeeper.js")).main(log) // ZooKeeper: bench/results-zookeeper.json
     await (await import("./sql.js")).main(log) // PostgreSQL and MySQL/MariaDB: bench/results-sql.json
+    await (await import("./report.js")).main(log) // docs/performance.md from the three results files
   } finally {
     const deleted = await deleteKeys(monitor, [`${prefix}:`, `mutex:${prefix}:`])
     log(`deleted ${deleted} keys under ${prefix}`)

@@ -515,14 +515,14 @@ export const main = async (
   for (const b of body) console.log(line(b))
   console.log()
   const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
-  console.log("Targets (issue 9):")
+  console.log("Targets:")
   for (const [label, r] of [["PostgreSQL", pg], ["MySQL/MariaDB", my]] as const) {
     console.log(`  ${label}: uncontended within 1.5× of the advisory-lock pair: ${(r.uncontended / r.peerPair).toFixed(2)}× → ${verdict(r.uncontended <= 1.5 * r.peerPair)} (the durable floor alone is ${(r.commitFloor / r.peerPair).toFixed(2)}× the pair)`)
     console.log(`  ${label}: renewal one round trip per interval: ${r.renewQueriesPerInterval.toFixed(2)} → ${verdict(r.renewQueriesPerInterval <= 1.05)}; rows touched ${r.renewRowsTouched}`)
     console.log(`  ${label}: failover ≤ leaseDuration + renewInterval (2,667 ms): max ${r.failoverMax.toFixed(0)} ms → ${verdict(r.failoverMax <= 2667)}`)
   }
   console.log(`  PostgreSQL handover median < 2 ms: ${pg.handoverMedian.toFixed(2)} ms → ${verdict(pg.handoverMedian < 2)} (floor, a durable UPDATE + pg_notify heard by a listener after the same idle: ${pg.handoverFloor.toFixed(2)} ms)`)
-  console.log(`  PostgreSQL with no waiter queries: ${(pg.waiterQueriesPerHandover - 1).toFixed(2)} queries per handover beyond the first try; while waiting ${pg.waiterPollsPerSecond.toFixed(1)} queries/s besides renewals, the candidate's retry timer (SPEC 6: every renewInterval / 2 + jitter), none to learn of a release`)
+  console.log(`  PostgreSQL with no waiter queries: ${(pg.waiterQueriesPerHandover - 1).toFixed(2)} queries per handover beyond the first try; while waiting ${pg.waiterPollsPerSecond.toFixed(1)} queries/s besides renewals, the candidate's retry timer (every renewInterval / 2 + jitter), none to learn of a release`)
   console.log(`  MySQL handover median < 100 ms at ≤ 20 queries/s: ${my.handoverMedian.toFixed(1)} ms, ${my.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(my.handoverMedian < 100 && my.waiterQueriesPerSecond <= 20)}`)
   console.log(complete ? `Wrote ${out}` : "Some sections left out (--only): nothing written")
 }

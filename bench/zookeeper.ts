@@ -359,7 +359,7 @@ export const main = async (log: (line: string) => void = (line) => process.stder
   const handoverMedian = median(result.handovers)
   const perRenewal = result.allCalls / result.renewals
   const worstFailover = Math.max(...result.failovers)
-  console.log("Targets (issue 10):")
+  console.log("Targets:")
   if (result.handovers.length > 0) {
     console.log(`  handover median < 2 ms via the watch, no polling: ${handoverMedian.toFixed(2)} ms → ${verdict(handoverMedian < 2)} (floor, raw delete → watch → create + exists after the same idle: ${result.handoverFloor.toFixed(2)} ms)`)
   }

@@ -1,6 +1,6 @@
 /**
- * Floors under the Simba figures (issue 11: where the time of a lock goes), each on a LeaseBackend's
- * session in the bench's own process:
+ * Floors under the Simba figures (where the time of a lock goes), each on a LeaseBackend's session
+ * in the bench's own process:
  *
  * - `scriptsBare`: Simba's own acquire and release scripts (the same `EVALSHA`, keys and arguments
  *   the backend sends) through a bare ioredis connection, no Effect: what the wire protocol costs
@@ -8,24 +8,24 @@
  *   `bareLocker` is the same with waiting: a refused acquire queues, and the hand-off message on the
  *   session's channel (a second connection, as the backend's subscriber) says when it holds: the
  *   fair hand-off of the contended and hand-over rows with no client.
- * - `shellShape`: the shape SPEC §5 prescribes for the client, with none of Simba's engine: one loop
- *   fiber taking events from a mailbox, each backend call (the LeaseBackend's `acquire` and
- *   `release`) in a fiber of its own, the body in a fiber of its own, the caller resumed once the
- *   release is sent (as `withLock` returns), a refused acquire waiting for the backend's `Granted`
- *   hint (heard in the backend's callback, as the client hears it). Built from the primitives the
- *   client's shell uses (its `Mailbox`, `Runtime.runFork`, a resume callback rather than a
- *   `Deferred`): as cheap as we know how to build that shape, not a strawman. Simba minus this is the
+ * - `shellShape`: the shape the design prescribes for the client (docs/design.md, "The shell"), with
+ *   none of Simba's engine: one loop fiber taking events from a mailbox, each backend call (the
+ *   LeaseBackend's `acquire` and `release`) in a fiber of its own, the body in a fiber of its own, the
+ *   caller resumed once the release is sent (as `withLock` returns), a refused acquire waiting for the
+ *   backend's `Granted` hint (heard in the backend's callback, as the client hears it). Built from the
+ *   primitives the client's shell uses (its `Mailbox`, `Runtime.runFork`, a resume callback rather
+ *   than a `Deferred`): as cheap as that shape can be built, not a strawman. Simba minus this is the
  *   engine and its bookkeeping.
  */
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type { Redis } from "ioredis"
-import * as LeaseBackend from "../src/LeaseBackend.js"
-import type { LeaseBackendService } from "../src/LeaseBackend.js"
-import * as Mailbox from "../src/internal/mailbox.js"
-import { keys } from "../src/layers/redis/keys.js"
-import * as Scripts from "../src/layers/redis/scripts.js"
+import * as LeaseBackend from "../../src/LeaseBackend.js"
+import type { LeaseBackendService } from "../../src/LeaseBackend.js"
+import * as Mailbox from "../../src/internal/mailbox.js"
+import { keys } from "../../src/layers/redis/keys.js"
+import * as Scripts from "../../src/layers/redis/scripts.js"
 
 /** One acquire + release on `name`, resolved when the release's reply came. */
 export type BarePair = (name: string) => Promise<void>
@@ -120,7 +120,7 @@ type Input =
   | { readonly _tag: "Exited"; readonly name: string; readonly token: bigint; readonly resume: Resume }
 
 /**
- * The SPEC §5 shape over `backend` for `sessionId`: returns its `withLock(name, body)`. The loop fiber
+ * The prescribed shell shape over `backend` for `sessionId`: returns its `withLock(name, body)`. The loop fiber
  * and the hints' listener live in the scope.
  */
 export const shellShape = (

@@ -2,17 +2,17 @@
 // `withLock` costs, on the memory backend (no I/O: the count is exact and the same on every run).
 // Each operation is a step of Effect's run loop (an allocation and a call through the tracer); on
 // Redis the same path runs after every socket wake-up, so the count is the client's CPU per lock in
-// the one unit that does not drift with the machine's speed (issue 11).
+// the one unit that does not drift with the machine's speed.
 //
-//   npm run build && node bench/runtime-ops.mjs
+//   npm run build && node bench/floors/runtime-ops.mjs
 //
 // It counts by wrapping the run loop's op handlers on Effect's `FiberRuntime` prototype (an internal
 // module, reached by its file path): a count for this Effect version, not an API.
 import * as Effect from "effect/Effect"
-import { FiberRuntime } from "../node_modules/effect/dist/esm/internal/fiberRuntime.js"
-import { LeaseBackend } from "../dist/LeaseBackend.js"
-import * as Memory from "../dist/layers/Memory.js"
-import * as Simba from "../dist/Simba.js"
+import { FiberRuntime } from "../../node_modules/effect/dist/esm/internal/fiberRuntime.js"
+import { LeaseBackend } from "../../dist/LeaseBackend.js"
+import * as Memory from "../../dist/layers/Memory.js"
+import * as Simba from "../../dist/Simba.js"
 
 const opCodes = [
   "Tag", "Sync", "Success", "Failure", "WithRuntime", "UpdateRuntimeFlags", "OnSuccess", "OnFailure",
@@ -34,7 +34,7 @@ for (const op of opCodes) {
 
 const N = 2000
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-  const backend = yield* Memory.make
+  const backend = yield* Memory.make()
   const simba = yield* Simba.make({ leaseDuration: "3 seconds", logLevel: "None" }).pipe(
     Effect.provideService(LeaseBackend, backend)
   )

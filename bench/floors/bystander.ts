@@ -16,10 +16,10 @@ import * as Scope from "effect/Scope"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { LeaseBackend } from "../src/LeaseBackend.js"
-import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
-import * as Simba from "../src/Simba.js"
-import { redisUrl, sleep } from "./util.js"
+import { LeaseBackend } from "../../src/LeaseBackend.js"
+import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import * as Simba from "../../src/Simba.js"
+import { redisUrl, sleep } from "../util.js"
 
 const thisFile = fileURLToPath(import.meta.url)
 const LOCKS = 2000

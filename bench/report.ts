@@ -1,0 +1,438 @@
+/**
+ * Writes docs/performance.md from the bench's results files: `bench/results.json` (Redis: Simba
+ * beside redlock and redis-semaphore, the floors, the engine), `bench/results-sql.json` and
+ * `bench/results-zookeeper.json`. The page's text is the template below; every figure comes from the
+ * files, so the page always shows the last full run whose results are in the tree.
+ *
+ *   npm run bench:report        (or: node --import tsx bench/report.ts)
+ *
+ * `npm run bench` (`run.ts`) calls `main` once a full run has written the three files. A row missing
+ * from a file (an older file, a section that failed) shows as "—".
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+
+interface RedisRow {
+  readonly bench: string
+  readonly metric: string
+  readonly unit: string
+  readonly simba: number | null
+  readonly redlock: number | null
+  readonly redisSemaphore: number | null
+  readonly floor: number | null
+}
+
+interface SqlRow {
+  readonly bench: string
+  readonly metric: string
+  readonly unit: string
+  readonly postgres: number | null
+  readonly mysql: number | null
+  readonly peerPostgres: number | null
+  readonly peerMysql: number | null
+}
+
+interface ZkRow {
+  readonly bench: string
+  readonly metric: string
+  readonly unit: string
+  readonly simba: number | null
+  readonly floor: number | null
+}
+
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url))
+
+const read = <A>(file: string): ReadonlyArray<A> => {
+  const path = here(file)
+  return existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as ReadonlyArray<A>) : []
+}
+
+/** The first row of `bench` whose metric matches `metric`. */
+const find = <A extends { readonly bench: string; readonly metric: string }>(
+  rows: ReadonlyArray<A>,
+  bench: string,
+  metric: RegExp
+): A | undefined => rows.find((row) => row.bench === bench && metric.test(row.metric))
+
+// -------------------------------------------------------------------------------------------------
+// Formatting
+// -------------------------------------------------------------------------------------------------
+
+const isNumber = (x: number | null | undefined): x is number => typeof x === "number" && Number.isFinite(x)
+
+const grouped = (x: number): string => Math.round(x).toLocaleString("en-US")
+
+/** A number with about three significant digits. */
+const plain = (x: number): string => {
+  const a = Math.abs(x)
+  if (a >= 100 || Number.isInteger(x)) return grouped(x)
+  if (a >= 10) return x.toFixed(1)
+  if (a >= 1) return x.toFixed(2)
+  return x.toFixed(a === 0 ? 0 : 3)
+}
+
+/** A figure in its unit, switched to a larger unit where that reads better. */
+const fmt = (x: number | null | undefined, unit: string): string => {
+  if (!isNumber(x)) return "—"
+  switch (unit) {
+    case "µs":
+      return x >= 1000 ? fmt(x / 1000, "ms") : `${plain(x)} µs`
+    case "ms":
+      return x >= 1000 ? `${(x / 1000).toFixed(x >= 10_000 ? 1 : 2)} s` : `${plain(x)} ms`
+    case "1/s":
+      return `${plain(x)}/s`
+    case "index":
+      return x.toFixed(3)
+    case "bytes":
+      return `${(x / 1000).toFixed(2)} kB`
+    case "ratio":
+      return `${x.toFixed(2)}×`
+    case "":
+    case "commands":
+    case "round trips":
+    case "queries":
+    case "calls":
+    case "requests":
+    case "leases":
+    case "renewals":
+    case "rows":
+      // Counts: the row's label says of what.
+      return plain(x)
+    default:
+      return `${plain(x)} ${unit}`
+  }
+}
+
+const ratio = (x: number | null | undefined, of: number | null | undefined): string => {
+  if (!isNumber(x) || !isNumber(of) || of === 0) return "—"
+  const r = x / of
+  return `${r === 0 ? "0" : r >= 0.1 ? r.toFixed(2) : r.toPrecision(2)}×`
+}
+
+const table = (header: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>): string =>
+  [
+    `| ${header.join(" | ")} |`,
+    `|${header.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`,
+    ...body.map((cells) => `| ${cells.join(" | ")} |`)
+  ].join("\n")
+
+// -------------------------------------------------------------------------------------------------
+// The tables
+// -------------------------------------------------------------------------------------------------
+
+type Better = "lower" | "higher"
+
+interface PeerLine {
+  readonly label: string
+  readonly bench: string
+  readonly metric: RegExp
+  readonly better: Better
+}
+
+const peerLines: ReadonlyArray<PeerLine> = [
+  { label: "uncontended acquire + release, median", bench: "uncontended", metric: /^acquire \+ release on a fresh name, median/, better: "lower" },
+  { label: "uncontended acquire + release, p99", bench: "uncontended", metric: /^acquire \+ release on a fresh name, p99/, better: "lower" },
+  { label: "process CPU per acquire + release", bench: "uncontended", metric: /^process CPU time per acquire \+ release/, better: "lower" },
+  { label: "Redis commands per acquire + release (in-script ones counted)", bench: "uncontended", metric: /^Redis commands per acquire \+ release/, better: "lower" },
+  { label: "contended: critical sections/s, 8 contenders", bench: "contended", metric: /^critical sections\/s, 8 contenders \(peers at defaults\)/, better: "higher" },
+  { label: "contended: critical sections/s, peers tuned", bench: "contended", metric: /^critical sections\/s, 8 contenders \(peers tuned\)/, better: "higher" },
+  { label: "contended: fairness (Jain's index, 1 = equal shares)", bench: "contended", metric: /^fairness, .*\(peers at defaults\)/, better: "higher" },
+  { label: "contended: longest single wait", bench: "contended", metric: /^longest single wait \(peers at defaults\)/, better: "lower" },
+  { label: "contended: waiter round trips per critical section", bench: "contended", metric: /^waiter round trips per critical section \(peers at defaults\)/, better: "lower" },
+  { label: "contended: process CPU per critical section", bench: "contended", metric: /^process CPU time per critical section .*\(peers at defaults\)/, better: "lower" },
+  { label: "hand-over (release → waiter holds), median", bench: "handover", metric: /^release → waiter holds, median .*\(peers at defaults\)/, better: "lower" },
+  { label: "hand-over, median, peers tuned", bench: "handover", metric: /^release → waiter holds, median .*\(peers tuned\)/, better: "lower" },
+  { label: "renewal: round trips per renewal period, 1,000 leases held", bench: "renew", metric: /^round trips per renewal period/, better: "lower" },
+  { label: "renewal: Redis commands/s to keep 1,000 leases", bench: "renew", metric: /^Redis commands\/s to keep 1,000 leases/, better: "lower" }
+]
+
+const peersTable = (rows: ReadonlyArray<RedisRow>): string =>
+  table(
+    ["", "better", "Simba", "redlock", "redis-semaphore", "Simba ÷ the better peer"],
+    peerLines.map((line) => {
+      const row = find(rows, line.bench, line.metric)
+      const peers = [row?.redlock, row?.redisSemaphore].filter(isNumber)
+      const better = peers.length === 0 ? undefined : line.better === "lower" ? Math.min(...peers) : Math.max(...peers)
+      const unit = row?.unit ?? ""
+      return [
+        line.label,
+        line.better,
+        fmt(row?.simba, unit),
+        fmt(row?.redlock, unit),
+        fmt(row?.redisSemaphore, unit),
+        ratio(row?.simba, better)
+      ]
+    })
+  )
+
+interface FloorLine {
+  readonly label: string
+  /** The floor's figure. */
+  readonly floor: (rows: ReadonlyArray<RedisRow>) => { readonly value: number | null | undefined; readonly unit: string }
+  /** Simba's figure it bounds. */
+  readonly simba: (rows: ReadonlyArray<RedisRow>) => { readonly value: number | null | undefined; readonly unit: string }
+}
+
+const column = (bench: string, metric: RegExp, key: "simba" | "floor") => (rows: ReadonlyArray<RedisRow>) => {
+  const row = find(rows, bench, metric)
+  return { value: row?.[key], unit: row?.unit ?? "" }
+}
+
+const simbaMedian = column("uncontended", /^acquire \+ release on a fresh name, median/, "simba")
+const simbaCpu = column("uncontended", /^process CPU time per acquire \+ release/, "simba")
+const simbaSections = column("contended", /^critical sections\/s, 8 contenders \(peers at defaults\)/, "simba")
+const simbaSectionCpu = column("contended", /^process CPU time per critical section .*\(peers at defaults\)/, "simba")
+const simbaHandover = column("handover", /^release → waiter holds, median .*\(peers at defaults\)/, "simba")
+
+const floorLines: ReadonlyArray<FloorLine> = [
+  {
+    label: "two `EVAL`s of `return 1`: the network's least for any lock of two round trips",
+    floor: column("uncontended", /^acquire \+ release on a fresh name, median/, "floor"),
+    simba: simbaMedian
+  },
+  {
+    label: "floor 1: Simba's two scripts through a bare ioredis connection (no Effect, no client), median",
+    floor: column("uncontended", /^floor: Simba's two scripts through bare ioredis \(no Effect, no client\), median/, "simba"),
+    simba: simbaMedian
+  },
+  {
+    label: "floor 1: its process CPU per acquire + release",
+    floor: column("uncontended", /^floor: Simba's two scripts through bare ioredis, process CPU/, "simba"),
+    simba: simbaCpu
+  },
+  {
+    label: "floor 2: the prescribed shell shape on the `LeaseBackend` (no engine), median",
+    floor: column("uncontended", /^floor: .*shell shape on the LeaseBackend \(loop fiber.*median/, "simba"),
+    simba: simbaMedian
+  },
+  {
+    label: "floor 2: its process CPU per acquire + release",
+    floor: column("uncontended", /^floor: .*shell shape on the LeaseBackend, process CPU/, "simba"),
+    simba: simbaCpu
+  },
+  {
+    label: "the `LeaseBackend` alone (no client, no engine), median",
+    floor: column("uncontended", /^Simba LeaseBackend alone \(acquire \+ release, no client\/engine\), median/, "simba"),
+    simba: simbaMedian
+  },
+  {
+    label: "the `LeaseBackend` alone, process CPU per acquire + release",
+    floor: column("uncontended", /^Simba LeaseBackend alone, process CPU/, "simba"),
+    simba: simbaCpu
+  },
+  {
+    label: "contended, floor 1 (Simba's scripts, the same fair hand-off, no client): critical sections/s",
+    floor: column("contended", /^floor: Simba's scripts through bare ioredis .*critical sections\/s/, "simba"),
+    simba: simbaSections
+  },
+  {
+    label: "contended, floor 2 (the shell shape): critical sections/s",
+    floor: column("contended", /^floor: .*shell shape .*critical sections\/s/, "simba"),
+    simba: simbaSections
+  },
+  {
+    label: "contended, floor 1: process CPU per critical section",
+    floor: column("contended", /^floor: Simba's scripts through bare ioredis .*process CPU/, "simba"),
+    simba: simbaSectionCpu
+  },
+  {
+    label: "contended, floor 2: process CPU per critical section",
+    floor: column("contended", /^floor: .*shell shape .*process CPU/, "simba"),
+    simba: simbaSectionCpu
+  },
+  {
+    label: "hand-over: a script that publishes, heard, then one `EVAL`, after the same idle",
+    floor: column("floor", /^push handover, each after/, "floor"),
+    simba: simbaHandover
+  },
+  {
+    label: "hand-over, floor 1: Simba's release script through bare ioredis, the waiter told on its channel",
+    floor: column("handover", /^floor: Simba's scripts through bare ioredis/, "simba"),
+    simba: simbaHandover
+  },
+  {
+    label: "hand-over, floor 2: the shell shape on both sides (body ends → body starts; Simba measured the same way)",
+    floor: column("handover", /^floor: .*shell shape .*body ends/, "simba"),
+    simba: column("handover", /^Simba withLock both sides/, "simba")
+  },
+  {
+    label: "renewal, 10,000 locks held: CPU of a process that only measures (per 1 s)",
+    floor: column("renew10k", /^floor: process CPU of a process that only measures/, "floor"),
+    simba: column("renew10k", /^process CPU per renewal, idle elections included, median 1 s slice \(single node, 10,000 locks\)/, "simba")
+  },
+  {
+    label: "renewal, 10,000 locks held: CPU of a bare ioredis client sending one `PING` per interval",
+    floor: column("renew10k", /^floor: process CPU with a bare ioredis client/, "floor"),
+    simba: column("renew10k", /^process CPU per renewal, idle elections included, median 1 s slice \(single node, 10,000 locks\)/, "simba")
+  },
+  {
+    label: "an idle client of the same key prefix, in another process: its CPU per lock taken here (floor: idle alone)",
+    floor: column("uncontended", /^an idle client of the same prefix/, "floor"),
+    simba: column("uncontended", /^an idle client of the same prefix/, "simba")
+  }
+]
+
+const floorsTable = (rows: ReadonlyArray<RedisRow>): string =>
+  table(
+    ["floor", "its figure", "Simba's figure", "Simba ÷ floor"],
+    floorLines.map((line) => {
+      const floor = line.floor(rows)
+      const simba = line.simba(rows)
+      return [line.label, fmt(floor.value, floor.unit), fmt(simba.value, simba.unit), ratio(simba.value, floor.value)]
+    })
+  )
+
+const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): string => {
+  const s = (bench: string, metric: RegExp) => find(sql, bench, metric)
+  const z = (bench: string, metric: RegExp) => find(zk, bench, metric)
+  const pair = (row: SqlRow | undefined, keys: readonly ["postgres" | "peerPostgres", "mysql" | "peerMysql"]) =>
+    keys.map((key) => fmt(row?.[key], row?.unit ?? ""))
+  const lock = s("sql uncontended", /^withLock on a fresh name, median/)
+  const backendAlone = s("sql uncontended", /^LeaseBackend alone, acquire \+ release, median/)
+  const durable = s("sql uncontended", /^durable floor/)
+  const handover = s("sql handover", /^release → waiter holds, median/)
+  const handoverFloor = s("sql handover", /^floor \(PostgreSQL\)/)
+  const renew = s("sql renew", /^queries per renew interval/)
+  const failover = s("sql failover", /max of/)
+  const zkLock = z("zk uncontended", /^withLock on a fresh name, median/)
+  const zkAlone = z("zk uncontended", /^LeaseBackend alone/)
+  const zkHandover = z("zk handover", /^release → waiter holds \(watch\), median/)
+  const zkRenew = z("zk renew", /^backend calls per renewal/)
+  const zkCadence = z("zk renew", /^renewals per configured renewInterval/)
+  const zkFailover = z("zk failover", /max of/)
+  return table(
+    ["", "PostgreSQL", "MySQL/MariaDB", "ZooKeeper"],
+    [
+      ["`withLock` on a fresh name, median", ...pair(lock, ["postgres", "mysql"]), fmt(zkLock?.simba, zkLock?.unit ?? "")],
+      ["`LeaseBackend` alone, acquire + release, median", ...pair(backendAlone, ["postgres", "mysql"]), fmt(zkAlone?.simba, zkAlone?.unit ?? "")],
+      [
+        "floor of that pair: two durable one-row commits (SQL); an ephemeral create + delete (ZooKeeper)",
+        ...pair(durable, ["postgres", "mysql"]),
+        fmt(zkAlone?.floor, zkAlone?.unit ?? "")
+      ],
+      ["a raw advisory-lock pair, which keeps nothing on disk (for scale)", ...pair(lock, ["peerPostgres", "peerMysql"]), "—"],
+      ["hand-over (release → waiter holds), median", ...pair(handover, ["postgres", "mysql"]), fmt(zkHandover?.simba, zkHandover?.unit ?? "")],
+      [
+        "hand-over floor: a durable `UPDATE` + `pg_notify` heard (PostgreSQL); raw delete → watch → create (ZooKeeper)",
+        fmt(handoverFloor?.postgres, handoverFloor?.unit ?? ""),
+        "— (no push: a poll every 60 ms)",
+        fmt(zkHandover?.floor, zkHandover?.unit ?? "")
+      ],
+      [
+        "renewal round trips per renew interval, 1,000 leases held",
+        ...pair(renew, ["postgres", "mysql"]),
+        isNumber(zkRenew?.simba) && isNumber(zkCadence?.simba)
+          ? `${fmt(zkRenew.simba, "")} per renewal, ${fmt(zkCadence.simba, "")} renewals (5/12 of the session timeout)`
+          : "—"
+      ],
+      [
+        "failover (holder frozen or killed → waiter holds), worst; lease 2 s (SQL), session timeout 3 s (ZooKeeper)",
+        ...pair(failover, ["postgres", "mysql"]),
+        fmt(zkFailover?.simba, zkFailover?.unit ?? "")
+      ]
+    ]
+  )
+}
+
+const clientTable = (rows: ReadonlyArray<RedisRow>): string => {
+  const r = (bench: string, metric: RegExp) => find(rows, bench, metric)
+  const cell = (row: RedisRow | undefined) => fmt(row?.simba, row?.unit ?? "")
+  const lines: ReadonlyArray<readonly [string, RedisRow | undefined]> = [
+    ["heap per idle election, leader", r("engine", /^heap per idle election, leader/)],
+    ["heap per idle election, waiting candidate", r("engine", /^heap per idle election, waiting candidate/)],
+    ["`Engine.step` events/s, 10 elections in the state", r("engine", /^Engine\.step events\/s, 10 elections/)],
+    ["`Engine.step` events/s, 10,000 elections, as a share of the rate with 10", r("engine", /^Engine\.step events\/s, 10,000 elections \/ 10/)],
+    ["a client holding 10,000 locks (single Redis): renewal round trip, median", r("renew10k", /^keepAlive round trip, median \(single node, 10,000 locks/)],
+    ["the same: Redis round trips per renewal", r("renew10k", /^Redis round trips per renewal \(single node, 10,000 locks\)/)],
+    ["the same on a Redis Cluster: round trips per renewal (one per slot holding a lease)", r("renew10k", /^Redis round trips per renewal \(Cluster, 10,000 locks\)/)]
+  ]
+  return table(["", "Simba"], lines.map(([label, row]) => [label, cell(row)]))
+}
+
+// -------------------------------------------------------------------------------------------------
+// The page
+// -------------------------------------------------------------------------------------------------
+
+export const render = (redis: ReadonlyArray<RedisRow>, sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): string =>
+  `<!-- Generated by bench/report.ts from bench/results*.json: edit the template there, not this file. -->
+# Performance
+
+What Simba costs on each backend, measured by \`npm run bench\` beside the Redis locks most
+applications would otherwise use: \`@sesamecare-oss/redlock\` and \`redis-semaphore\` (\`Mutex\`), each
+at its defaults unless a row says "tuned". The figures below are from the last full run whose results
+files are in the repository (\`bench/results.json\`, \`bench/results-sql.json\`,
+\`bench/results-zookeeper.json\`).
+
+## Running the bench
+
+\`\`\`sh
+npm run bench                 # every section; writes the three results files and this page
+npm run bench:report          # this page again from the results files, without measuring
+node --import tsx --import ./bench/built.mjs bench/run.ts --only contended   # one Redis section, no files written
+\`\`\`
+
+\`npm run bench\` starts the servers it needs (\`scripts/services.sh\`: Redis, the Redis Cluster,
+PostgreSQL, MariaDB, ZooKeeper), builds the package and measures \`dist/\`, the code users install.
+It takes several minutes and keeps a core busy; run it on an otherwise idle machine. \`--only\` takes
+\`uncontended\`, \`contended\`, \`handover\`, \`renew10k\` or \`engine\` (the last needs no server);
+\`bench/zookeeper.ts\` and \`bench/sql.ts\` run alone the same way. Every uncontended series is timed
+after 4,000 warm-up runs, so the code on the path is optimized, as in a service that takes locks all
+day.
+
+## Reading the figures
+
+- **Compare ratios within one run, not figures across runs.** A machine's speed drifts within
+  minutes, and the peers' cost is mostly round trips while Simba's is mostly its own CPU, so the
+  absolute figures move between runs more than the ratios do. To judge a change to the client, run
+  both builds in one process, alternating, rather than comparing two bench runs.
+- **"Simba ÷ the better peer"** divides Simba's figure by the better of the two peers' (the lower
+  one where lower is better, the higher one where higher is better): above 1 on a "lower" row, Simba
+  costs more; below 1 on a "higher" row, it does less. In the floors table, "Simba ÷ floor" is how far
+  Simba's figure is from what the floor costs (on a throughput row, below 1 is fewer sections).
+- **Contended** rows run 8 contenders on one name, each holding the lock for ~1 ms. Simba hands the
+  lock over in FIFO order (a fairness of 1.000, waits of a few sections); the peers let the releasing
+  contender take the lock straight back, which gives more sections per second and waits of seconds.
+- **Hand-over** is from the holder's release to the waiting client holding the lock, after 10–40 ms of
+  idle. Simba's waiter is told by the release itself; the peers' waiters poll (tuned: more often).
+- **Renewal**: Simba renews one session per client, whatever the number of leases it holds; the
+  peers refresh each lock on its own.
+- **Floors** are what the same work costs with less of Simba: the network alone, Simba's own scripts
+  with no client (floor 1: the price of its rules in the store), and the client's prescribed shape
+  with no engine (floor 2: one loop fiber, a fiber per backend call and per body). The distance from a
+  floor to Simba's figure is what the parts above it add. The harnesses are in \`bench/floors/\`.
+
+## Redis: Simba beside redlock and redis-semaphore
+
+${peersTable(redis)}
+
+## Redis: the floors under Simba's figures
+
+${floorsTable(redis)}
+
+## The other backends
+
+Every SQL grant and release is a durable commit (the price of tokens that survive a database
+crash), so the SQL rows are bounded by two commits, not by an advisory lock.
+
+${backendsTable(sql, zk)}
+
+## The client
+
+${clientTable(redis)}
+`
+
+export const main = async (log: (line: string) => void = (line) => process.stderr.write(`bench: ${line}\n`)) => {
+  const out = here("../docs/performance.md")
+  writeFileSync(
+    out,
+    render(read<RedisRow>("./results.json"), read<SqlRow>("./results-sql.json"), read<ZkRow>("./results-zookeeper.json"))
+  )
+  log(`wrote ${out}`)
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().catch((error: unknown) => {
+    console.error(error)
+    process.exitCode = 1
+  })
+}
