@@ -1,24 +1,38 @@
 /**
- * Every ```ts snippet of README.md runs as printed (issue 8 item 11). The snippets are written to a
- * temporary folder inside the repository (so `simba` and node_modules resolve as they do for the
+ * Every ```ts snippet of README.md and of each docs/*.md runs as printed. The snippets are written to
+ * a temporary folder inside the repository (so `simba` and node_modules resolve as they do for the
  * examples), type-checked together by one `tsc` run, then run one by one as child processes; how each
- * is checked is chosen by the marker above it (see ./snippets.ts). Snippets on a real backend run on
- * the servers `npm test` starts, under key/table prefixes of their own.
+ * is checked is chosen by the marker above it (see ./snippets.ts). Failures name the Markdown file and
+ * the line of the snippet's fence. Snippets on a real backend run on the servers `npm test` starts,
+ * under key/table prefixes of their own where they read the environment.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { extractSnippets, runNode, type Snippet } from "./snippets.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
-const readme = readFileSync(join(root, "README.md"), "utf8")
-const snippets = extractSnippets(readme)
+/** README.md, then every docs/*.md in name order. */
+const markdownFiles = [
+  "README.md",
+  ...readdirSync(join(root, "docs")).filter((name) => name.endsWith(".md")).sort().map((name) => `docs/${name}`)
+]
+const snippetsByFile = new Map(
+  markdownFiles.map((file) => [file, extractSnippets(readFileSync(join(root, file), "utf8"), file)] as const)
+)
+const snippets = [...snippetsByFile.values()].flat()
 // Outside `include` of tsconfig.json and vitest.config.ts, so a folder left by a killed run is inert.
 const dir = join(root, `.readme-snippets-${process.pid}`)
 
 const fileOf = (snippet: Snippet, index: number) =>
-  join(dir, `snippet-${String(index).padStart(2, "0")}-line-${snippet.line}${snippet.mode._tag === "vitest" ? ".test" : ""}.ts`)
+  join(
+    dir,
+    `snippet-${String(index).padStart(2, "0")}-${snippet.file.replace(/\.md$/, "").replace(/[^A-Za-z0-9]+/g, "-")}-line-${snippet.line}${
+      snippet.mode._tag === "vitest" ? ".test" : ""
+    }.ts`
+  )
+const where = (snippet: Snippet) => `${snippet.file}:${snippet.line}`
 
 /** `simba` and its subpaths, as the repository's tsconfig maps them to the sources. */
 const entryPoints: Record<string, string> = Object.fromEntries(
@@ -41,7 +55,7 @@ const env = {
   TSX_TSCONFIG_PATH: join(dir, "tsconfig.json")
 }
 
-/** tsc's diagnostics, with each snippet file named by its README line. */
+/** tsc's diagnostics, with each snippet file named by its Markdown file and line. */
 let typeErrors = ""
 
 beforeAll(async () => {
@@ -80,7 +94,7 @@ beforeAll(async () => {
     (text, snippet, index) =>
       text.replaceAll(
         `${fileOf(snippet, index).slice(root.length)}(`,
-        `README.md snippet at line ${snippet.line}, (snippet line,col) `
+        `${where(snippet)} snippet, (snippet line,col) `
       ),
     tsc.stdout
   )
@@ -92,11 +106,13 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const childEnv = (): NodeJS.ProcessEnv =>
   Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("VITEST") && key !== "NODE_ENV"))
 
-describe("README.md snippets", () => {
+describe("README.md and docs/*.md snippets", () => {
   it("has snippets, each marked with a known mode", () => {
-    expect(snippets.length).toBeGreaterThan(3)
+    const readme = snippetsByFile.get("README.md")!
+    expect(readme.length).toBeGreaterThan(3)
     // the first snippet is the one a newcomer copies: it must run, not be exempt
-    expect(snippets[0]!.mode._tag).toBe("run")
+    expect(readme[0]!.mode._tag).toBe("run")
+    expect(markdownFiles.length).toBeGreaterThan(1)
   })
 
   it("type-check (one tsc run over all of them)", () => {
@@ -105,7 +121,9 @@ describe("README.md snippets", () => {
 
   snippets.forEach((snippet, index) => {
     const mode = snippet.mode
-    const title = `line ${snippet.line}: ${mode._tag}${"reason" in mode ? ` (${mode.reason})` : ""}`
+    const title = `${where(snippet)}: ${mode._tag}${"reason" in mode ? ` (${mode.reason})` : ""}${
+      mode._tag === "run" && mode.prints !== undefined ? ` (prints ${mode.prints})` : ""
+    }`
     if (mode._tag === "fragment" || mode._tag === "typecheckOnly") {
       it(title, () => {
         expect(mode.reason.length).toBeGreaterThan(0)
@@ -119,13 +137,14 @@ describe("README.md snippets", () => {
           [join(root, "node_modules/vitest/vitest.mjs"), "run", "--root", dir, "--config", join(dir, "vitest.config.mjs"), file.slice(dir.length + 1)],
           { cwd: dir, env: { ...childEnv(), ...env }, millis: 90_000 }
         )
-        expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0)
+        expect(result.code, `${where(snippet)}\n${result.stdout}\n${result.stderr}`).toBe(0)
         expect(result.stdout.replace(/\u001b\[[0-9;]*m/g, "")).toMatch(/Tests\s+\d+ passed/)
         return
       }
-      const millis = mode._tag === "runFor" ? mode.millis : 45_000
+      // generous: a Redis snippet on a new key prefix waits one lock-delay (15 s) before its first lock
+      const millis = mode._tag === "runFor" ? mode.millis : 90_000
       const result = await runNode(["--import", "tsx", file], { cwd: root, env: { ...childEnv(), ...env }, millis })
-      const output = `exit ${String(result.code)} ${String(result.signal)}\n${result.stdout}\n${result.stderr}`
+      const output = `${where(snippet)}: exit ${String(result.code)} ${String(result.signal)}\n${result.stdout}\n${result.stderr}`
       if (mode._tag === "runFor") {
         // still running at the deadline (or ended cleanly before it), and nothing went wrong meanwhile
         expect([undefined, 0], output).toContain(result.code)
@@ -133,6 +152,7 @@ describe("README.md snippets", () => {
         expect(result.stdout, output).not.toMatch(/level=(ERROR|FATAL)/)
       } else {
         expect(result.code, output).toBe(0)
+        if (mode.prints !== undefined) expect(result.stdout, output).toContain(mode.prints)
       }
     }, 120_000)
   })

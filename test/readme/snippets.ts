@@ -4,6 +4,7 @@
  *
  * A snippet is checked according to the HTML comment on the line just above its fence:
  *   (none)                                type-checked, then run; it must exit 0 by itself
+ *   <!-- snippet: prints: <text> -->      the same, and its stdout must contain <text>
  *   <!-- snippet: run-for: 2s -->         type-checked, then run; it must still be running after 2 s
  *                                         with nothing on stderr (leader work that never ends), then killed
  *   <!-- snippet: vitest -->              type-checked, then run as a vitest file; its tests must pass
@@ -13,13 +14,15 @@
 import { spawn } from "node:child_process"
 
 export type SnippetMode =
-  | { readonly _tag: "run" }
+  | { readonly _tag: "run"; readonly prints?: string | undefined }
   | { readonly _tag: "runFor"; readonly millis: number }
   | { readonly _tag: "vitest" }
   | { readonly _tag: "typecheckOnly"; readonly reason: string }
   | { readonly _tag: "fragment"; readonly reason: string }
 
 export interface Snippet {
+  /** The Markdown file, as named in failures (`README.md`, `docs/redis.md`). */
+  readonly file: string
   /** 1-based line of the opening fence in the Markdown file. */
   readonly line: number
   readonly code: string
@@ -30,7 +33,9 @@ const fence = /^(\s*)```(ts|typescript)\s*$/
 const anyFence = /^\s*```/
 const marker = /^\s*<!--\s*snippet:\s*(.*?)\s*-->\s*$/
 
-const parseMode = (text: string, line: number): SnippetMode => {
+const parseMode = (text: string, file: string, line: number): SnippetMode => {
+  const prints = /^prints:\s*(.+)$/.exec(text)
+  if (prints !== null) return { _tag: "run", prints: prints[1]! }
   const runFor = /^run-for:\s*(\d+(?:\.\d+)?)\s*(ms|s)$/.exec(text)
   if (runFor !== null) {
     const value = Number(runFor[1])
@@ -44,12 +49,12 @@ const parseMode = (text: string, line: number): SnippetMode => {
       : { _tag: "typecheckOnly", reason: reasoned[2]! }
   }
   throw new Error(
-    `README.md:${line}: unknown snippet marker "${text}" (run-for: <n>s, vitest, typecheck-only (reason), fragment (reason))`
+    `${file}:${line}: unknown snippet marker "${text}" (prints: <text>, run-for: <n>s, vitest, typecheck-only (reason), fragment (reason))`
   )
 }
 
-/** Every ```ts / ```typescript block, with its indentation (list items) removed. */
-export const extractSnippets = (markdown: string): ReadonlyArray<Snippet> => {
+/** Every ```ts / ```typescript block of `file`, with its indentation (list items) removed. */
+export const extractSnippets = (markdown: string, file = "README.md"): ReadonlyArray<Snippet> => {
   const lines = markdown.split("\n")
   const snippets: Array<Snippet> = []
   for (let i = 0; i < lines.length; i++) {
@@ -65,12 +70,17 @@ export const extractSnippets = (markdown: string): ReadonlyArray<Snippet> => {
     const indent = open[1]!.length
     let end = i + 1
     while (end < lines.length && !/^\s*```\s*$/.test(lines[end]!)) end++
-    if (end === lines.length) throw new Error(`README.md:${i + 1}: unclosed code fence`)
+    if (end === lines.length) throw new Error(`${file}:${i + 1}: unclosed code fence`)
     const code = lines.slice(i + 1, end).map((l) => l.slice(Math.min(indent, l.length - l.trimStart().length))).join("\n")
     let above = i - 1
     while (above >= 0 && lines[above]!.trim() === "") above--
     const mark = above >= 0 ? marker.exec(lines[above]!) : null
-    snippets.push({ line: i + 1, code: `${code}\n`, mode: mark === null ? { _tag: "run" } : parseMode(mark[1]!, above + 1) })
+    snippets.push({
+      file,
+      line: i + 1,
+      code: `${code}\n`,
+      mode: mark === null ? { _tag: "run" } : parseMode(mark[1]!, file, above + 1)
+    })
     i = end
   }
   return snippets
