@@ -4,8 +4,23 @@
  * and orchestrators' readiness checks), `GET /metrics` answers Effect's metric registry in the
  * Prometheus text format (version 0.0.4) for a Prometheus scrape.
  *
+ * `SimbaHttp.layer` needs `Simba`, so give it the client's layer with `Layer.provide` (the
+ * endpoint alone) or `Layer.provideMerge` (the endpoint, and the same client for the application);
+ * `Layer.merge(SimbaRedisLive, SimbaHttp.layer(...))` would leave `Simba` required:
+ *
  * ```ts
- * Layer.launch(SimbaHttp.layer({ port: 9464 })).pipe(Effect.provide(SimbaRedisLive), NodeRuntime.runMain)
+ * import { NodeRuntime } from "@effect/platform-node"
+ * import { Effect, Layer } from "effect"
+ * import { Simba } from "simba"
+ * import { SimbaHttp } from "simba/http"
+ * import { SimbaRedisLive } from "simba/redis"
+ *
+ * // The endpoint alone:
+ * Layer.launch(SimbaHttp.layer({ port: 9464 }).pipe(Layer.provide(SimbaRedisLive))).pipe(NodeRuntime.runMain)
+ *
+ * // The endpoint beside the application, both on one client:
+ * const SimbaWithHttp = SimbaHttp.layer({ port: 9464 }).pipe(Layer.provideMerge(SimbaRedisLive))
+ * Simba.runWhileLeader("reporter", () => Effect.never).pipe(Effect.provide(SimbaWithHttp), NodeRuntime.runMain)
  * ```
  * or mount `SimbaHttp.router` in an application's own `HttpRouter`.
  */
