@@ -3,7 +3,7 @@
  *
  * Events per second: a driver plays a client against a fake backend in virtual time and records
  * every event it feeds the engine with its `now` (the trace). The engine is pure and seeded, so
- * replaying the trace from the same initial state reproduces the same states and effects; the timed
+ * replaying the trace from the same initial state reproduces the same states and commands; the timed
  * part is only that replay (`Engine.step` in a tight loop), so the driver costs nothing. The mix,
  * per virtual second: ~1,000 short locks on 8 names (Start, Acquire reply, WorkExited, Stop, Release
  * reply), `released` hints for names other sessions hold (every 10 ms), candidates on those names
@@ -165,31 +165,31 @@ const record = (background: number, events: number): { readonly initial: Engine.
 
   const deliver = (event: Engine.Event) => {
     trace.push({ event, now: clock })
-    const [next, effects] = Engine.step(state, event, clock)
+    const [next, commands] = Engine.step(state, event, clock)
     state = next
-    for (const effect of effects) {
-      switch (effect._tag) {
+    for (const command of commands) {
+      switch (command._tag) {
         case "Call":
           agenda.push(clock + REPLY_LATENCY, {
             _tag: "Reply",
-            requestId: effect.requestId,
-            sentAt: effect.sentAt,
-            request: effect.request,
-            response: respond(effect.request)
+            requestId: command.requestId,
+            sentAt: command.sentAt,
+            request: command.request,
+            response: respond(command.request)
           })
           break
         case "Arm":
-          armed.set(effect.key, effect.id)
-          agenda.push(effect.at, { _tag: "Timer", key: effect.key, id: effect.id }, { key: effect.key, id: effect.id })
+          armed.set(command.key, command.id)
+          agenda.push(command.at, { _tag: "Timer", key: command.key, id: command.id }, { key: command.key, id: command.id })
           break
         case "Disarm":
-          armed.delete(effect.key)
+          armed.delete(command.key)
           break
         case "Elected":
           // No work: the shell reports it exited at once; a lock is given back after LOCK_HOLD.
-          agenda.push(clock, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId })
-          if (effect.kind === "lock") {
-            agenda.push(clock + LOCK_HOLD, { _tag: "Stop", handle: effect.handle, completion: nextCompletion++ })
+          agenda.push(clock, { _tag: "WorkExited", handle: command.handle, termId: command.termId })
+          if (command.kind === "lock") {
+            agenda.push(clock + LOCK_HOLD, { _tag: "Stop", handle: command.handle, completion: nextCompletion++ })
           }
           break
         default:

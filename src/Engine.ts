@@ -19,7 +19,7 @@
  * passed, every term of the session ends `DEADLINE_PASSED`, and a late reply never extends it.
  */
 export type {
-  Effect,
+  Command,
   ElectionKind,
   ElectionState,
   Event,

@@ -1,9 +1,12 @@
-// The working copy of one step, and the helpers every part of the engine emits effects with.
+// The working copy of one step, the helpers every part of the engine emits commands with (a backend
+// call, a timer, a publication, a completion), and the one way a step changes an election (`edit`,
+// `addElection`, `deleteElection`: copied once, so a step costs what it touches). It knows no rule,
+// only how a step records what it does, so every other module builds on it.
 import * as Session from "../Session.js"
 import { SimbaEvent } from "../SimbaEvent.js"
 import type { ElectionStatus } from "../SimbaEvent.js"
 import type {
-  Effect,
+  Command,
   ElectionKind,
   ElectionState,
   GroupState,
@@ -43,7 +46,7 @@ export interface Step {
   rng: number
   closing: Array<number> | undefined
   closed: boolean
-  readonly effects: Array<Effect>
+  readonly commands: Array<Command>
 }
 
 /** A map of shallow copies of the values (the step mutates its copies, never the input state). */
@@ -173,28 +176,28 @@ export const random = (s: Step): number => {
 
 export const call = (s: Step, request: Request): number => {
   const requestId = nextId(s)
-  s.effects.push({ _tag: "Call", requestId, sentAt: s.now, timeout: s.session.every, request })
+  s.commands.push({ _tag: "Call", requestId, sentAt: s.now, timeout: s.session.every, request })
   return requestId
 }
 
 export const arm = (s: Step, key: string, at: number): void => {
   const id = nextId(s)
   s.timers = s.timers.set(key, id)
-  s.effects.push({ _tag: "Arm", key, id, at: Math.max(at, s.now) })
+  s.commands.push({ _tag: "Arm", key, id, at: Math.max(at, s.now) })
 }
 
 export const disarm = (s: Step, key: string): void => {
   if (!s.timers.has(key)) return
   s.timers = s.timers.delete(key)
-  s.effects.push({ _tag: "Disarm", key })
+  s.commands.push({ _tag: "Disarm", key })
 }
 
 export const publish = (s: Step, event: SimbaEvent, kind?: ElectionKind): void => {
-  s.effects.push(kind === undefined ? { _tag: "Publish", event } : { _tag: "Publish", event, kind })
+  s.commands.push(kind === undefined ? { _tag: "Publish", event } : { _tag: "Publish", event, kind })
 }
 
 export const complete = (s: Step, completion: number, outcome: Outcome): void => {
-  s.effects.push({ _tag: "Complete", completion, outcome })
+  s.commands.push({ _tag: "Complete", completion, outcome })
 }
 
 export const ok: Outcome = { _tag: "Ok" }

@@ -199,7 +199,7 @@ export const adopt = (s: Step, e: Writable<ElectionState>, token: bigint): void 
     revoked: false
   }
   disarm(s, retryKey(e.handle))
-  s.effects.push({
+  s.commands.push({
     _tag: "Elected",
     handle: e.handle,
     termId,
@@ -225,7 +225,7 @@ export const revoke = (s: Step, e: Writable<ElectionState>, reason: RevokeReason
   const term = e.term
   if (term === undefined || term.revoked) return
   e.term = { ...term, revoked: true }
-  s.effects.push({ _tag: "Revoked", handle: e.handle, termId: term.termId, name: e.name, token: term.token, reason })
+  s.commands.push({ _tag: "Revoked", handle: e.handle, termId: term.termId, name: e.name, token: term.token, reason })
   publish(s, SimbaEvent.Revoked({ name: e.name, token: term.token, reason }), e.kind)
 }
 

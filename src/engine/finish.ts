@@ -20,7 +20,7 @@ export const maybeFinishLeave = (s: Step, g: Mutable<GroupState>): void => {
   if (g.owned.length > 0) {
     publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: [] }))
   }
-  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members: [], owned: [] })
+  s.commands.push({ _tag: "Members", handle: g.handle, group: g.group, members: [], owned: [] })
   for (const completion of g.waiters) complete(s, completion, ok)
   maybeFinishClose(s)
 }

@@ -119,7 +119,7 @@ export const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<s
   if (membersChanged) publish(s, SimbaEvent.GroupView({ group: g.group, members }))
   if (!membersChanged && !ownedChanged) return
   if (ownedChanged) publish(s, SimbaEvent.PartitionsAssigned({ group: g.group, partitions: owned }))
-  s.effects.push({ _tag: "Members", handle: g.handle, group: g.group, members, owned })
+  s.commands.push({ _tag: "Members", handle: g.handle, group: g.group, members, owned })
   const mine = new Set(owned)
   // The handle of the group's election of each partition (the first in election order, as a search finds it).
   const elected = new Map<number, number>()

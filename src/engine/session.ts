@@ -43,7 +43,7 @@ export const extendDeadline = (s: Step, sentAt: number, remaining: number): void
     s.session.shortenedPublished = true
     publish(s, SimbaEvent.SessionLeaseShortened({ sessionId: s.session.id, granted: remaining, renewEvery: every }))
   }
-  s.effects.push({ _tag: "Deadline", sessionSeq: s.session.seq, deadline: s.session.deadline })
+  s.commands.push({ _tag: "Deadline", sessionSeq: s.session.seq, deadline: s.session.deadline })
   arm(s, "deadline", s.session.deadline)
   arm(s, "renew", sentAt + s.session.every)
 }

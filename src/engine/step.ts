@@ -1,4 +1,8 @@
-// `step`: one event into the working copy, dispatched to the part of the engine it concerns.
+// `step`: one event into a working copy of the state, dispatched to the part of the engine it
+// concerns, and the copy back as the next state with the step's commands. The top of the engine's
+// modules: only the dispatch knows every handler, so the handlers never import each other to route an
+// event. The session's local deadline is checked before every event, so no handler acts on a session
+// whose deadline has passed.
 import { close, onClosed } from "./close.js"
 import { call, complete, copyEntries, failed, type Step } from "./context.js"
 import { onAcquire, start, stepDown, stop, workExited } from "./elections.js"
@@ -7,9 +11,9 @@ import { join, leave, onJoined, onMembers } from "./partitions.js"
 import { checkDeadline, onKeepAlive, onOpened } from "./renewal.js"
 import { openSession } from "./session.js"
 import { onReleased } from "./tokens.js"
-import type { Effect, Event, State } from "./types.js"
+import type { Command, Event, State } from "./types.js"
 
-export const step = (state: State, event: Event, now: number): readonly [State, ReadonlyArray<Effect>] => {
+export const step = (state: State, event: Event, now: number): readonly [State, ReadonlyArray<Command>] => {
   const s: Step = {
     now,
     timing: state.timing,
@@ -26,7 +30,7 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
     rng: state.rng,
     closing: state.closing === undefined ? undefined : [...state.closing],
     closed: state.closed,
-    effects: []
+    commands: []
   }
   checkDeadline(s)
   handle(s, event)
@@ -44,7 +48,7 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
     closing: s.closing,
     closed: s.closed
   }
-  return [next, s.effects]
+  return [next, s.commands]
 }
 
 export const handle = (s: Step, event: Event): void => {

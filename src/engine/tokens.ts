@@ -1,4 +1,6 @@
-// Rule 7's memory of each name's tokens, and the released-token records of rule 1.
+// Rule 7's memory of each name's tokens, and the released-token records of rule 1. It reads and
+// writes only the working copy, so elections, renewal and hints all record and consult tokens here
+// without depending on each other.
 import { SimbaEvent } from "../SimbaEvent.js"
 import { electionsNamed, publish, type Step, touch } from "./context.js"
 import type { Request, TokenMemory } from "./types.js"

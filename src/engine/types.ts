@@ -1,4 +1,7 @@
-// State, events and effects of the engine (re-exported by `src/Engine.ts`).
+// The engine's data: the backend requests and replies it speaks in, the events a step takes, the
+// commands a step returns for the shell to perform, and the state it threads from step to step. Types
+// (and `initial`) only, at the bottom of the engine's modules so that every one can name them;
+// `src/Engine.ts` re-exports them.
 import * as Session from "../Session.js"
 import type { ElectionStatus, SessionStatus, SimbaEvent } from "../SimbaEvent.js"
 import type { RevokeReason } from "../Term.js"
@@ -37,7 +40,7 @@ export type Response =
   | { readonly _tag: "Failed"; readonly error: string }
 
 // ---------------------------------------------------------------------------------------------------
-// Events and effects
+// Events and commands
 // ---------------------------------------------------------------------------------------------------
 
 export type ElectionKind = "election" | "lock" | "partition"
@@ -100,7 +103,8 @@ export type Outcome =
   /** A try-lock's one attempt did not win the lease. */
   | { readonly _tag: "NotAcquired" }
 
-export type Effect =
+/** What a step asks the shell to do, in order: the engine's only way to act on the world. */
+export type Command =
   /** Perform a backend request; reply with a `Reply` event carrying `requestId`, `sentAt` and `request`. */
   | {
     readonly _tag: "Call"

@@ -1,4 +1,5 @@
-// Read-only views of a state for the shell's snapshots and tests.
+// Read-only views of a state for the shell's snapshots and tests. They read a `State` between steps,
+// never a step's working copy, and no step uses them.
 import type { ElectionStatus } from "../SimbaEvent.js"
 import { electionsNamed, find } from "./context.js"
 import type { ElectionState, HintEvent, State } from "./types.js"

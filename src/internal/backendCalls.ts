@@ -1,6 +1,6 @@
 /**
- * The engine's `Call` effects: each backend call runs in its own fiber (started at once, in the loop's
- * turn: the request is on its way before the step's other effects), timed out by the client's
+ * The engine's `Call` commands: each backend call runs in its own fiber (started at once, in the loop's
+ * turn: the request is on its way before the step's other commands), timed out by the client's
  * call sweeper one renewal period after it was sent, and is answered to the engine exactly once as a
  * `Reply` event (`Failed` for an error or a timeout).
  */
@@ -29,7 +29,7 @@ export const timedOut = (shell: Shell, call: Call): Effect.Effect<void> =>
     }).message
   })
 
-/** Performs the `Call` effect sent at `now`: the call starts at once, in a fiber of its own. */
+/** Performs the `Call` command sent at `now`: the call starts at once, in a fiber of its own. */
 export const perform = (shell: Shell, call: Call, now: number, loop: LoopFiber): void => {
   const attempt = BackendRequest.attempt(shell.backend, call.request)
   // Whole millis: TestClock cannot represent fractional instants as nanoseconds.

@@ -1,6 +1,6 @@
 /**
  * The shell (docs/design.md, "The shell"): one fiber per client that takes events from a queue, runs the pure
- * `Engine.step` with `now` from Effect's `Clock`, and performs the effects it returns (backend calls
+ * `Engine.step` with `now` from Effect's `Clock`, and performs the commands it returns (backend calls
  * in their own fibers, timed out by one sweeper; timers by one sleeping fiber; the terms' deadline
  * cells; work fibers; events to a `PubSub`; completions to `Deferred`s). Only the loop fiber touches
  * the engine state.

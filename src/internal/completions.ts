@@ -1,6 +1,6 @@
 /**
  * Requests to the engine that a caller waits for (`start`, `stop`, `stepDown`, `join`, `leave`,
- * `close`): the event carries a completion id, the engine's `Complete` effect answers it.
+ * `close`): the event carries a completion id, the engine's `Complete` command answers it.
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -22,7 +22,7 @@ export const request = (shell: Shell, make: (completion: number) => Engine.Event
     })
   })
 
-/** The `Complete` effect (the loop's, done at once). */
+/** The `Complete` command (the loop's, done at once). */
 export const complete = (shell: Shell, completion: number, outcome: Engine.Outcome): void => {
   const answer = shell.completions.get(completion)
   shell.completions.delete(completion)

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
 
-/** `interruptSignal` done at once, as the fiber `by` (for the loop's synchronous effects). */
+/** `interruptSignal` done at once, as the fiber `by` (for the loop's synchronous commands). */
 export const interruptSignalNow = (fiber: Fiber.RuntimeFiber<unknown, unknown>, by: FiberId.FiberId): void => {
   fiber.unsafeInterruptAsFork(by)
 }

@@ -1,11 +1,11 @@
 /**
  * The loop fiber: takes the queued inputs, runs `Engine.step` on each with `now` from the clock, and
- * performs the effects in order. Only this fiber sets the engine state.
+ * performs the commands in order. Only this fiber sets the engine state.
  *
- * Most effects are done synchronously (a backend call started, a deadline cell, a completion, an
+ * Most commands are done synchronously (a backend call started, a deadline cell, a completion, an
  * event published with no log line to write, a timer cancelled, a lock's grant): only the ones that
  * run a hook's Effect, start the timers' sleeper or write a log line are Effects, and the rest of a
- * step's effects are chained after them, so the order is kept at the cost of one Effect per effect
+ * step's commands are chained after them, so the order is kept at the cost of one Effect per command
  * that needs one (a step of an uncontended lock has none).
  */
 import * as Chunk from "effect/Chunk"
@@ -24,35 +24,35 @@ import { type LoopFiber, type LoopInput, offerNow, type Shell } from "./shell.js
 import * as Terms from "./terms.js"
 import * as Timers from "./timers.js"
 
-/** Performs `effect` at once if it needs no Effect; else returns the Effect that performs it. */
-const perform = (shell: Shell, effect: Engine.Effect, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
-  switch (effect._tag) {
+/** Performs `command` at once if it needs no Effect; else returns the Effect that performs it. */
+const perform = (shell: Shell, command: Engine.Command, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
+  switch (command._tag) {
     case "Call":
-      BackendCalls.perform(shell, effect, now, loop)
+      BackendCalls.perform(shell, command, now, loop)
       return undefined
     case "Arm":
-      return Timers.arm(shell.timers, effect.key, effect.id, effect.at, loop.id)
+      return Timers.arm(shell.timers, command.key, command.id, command.at, loop.id)
     case "Disarm":
-      Timers.cancel(shell.timers, effect.key)
+      Timers.cancel(shell.timers, command.key)
       return undefined
     case "Deadline":
-      SessionDeadline.set(shell.deadline, effect.sessionSeq, effect.deadline)
+      SessionDeadline.set(shell.deadline, command.sessionSeq, command.deadline)
       return undefined
     case "Elected":
-      return Terms.onElected(shell, effect, loop)
+      return Terms.onElected(shell, command, loop)
     case "Revoked":
-      return Terms.onRevoked(shell, effect, loop)
+      return Terms.onRevoked(shell, command, loop)
     case "Complete":
-      Completions.complete(shell, effect.completion, effect.outcome)
+      Completions.complete(shell, command.completion, command.outcome)
       return undefined
     case "Publish": {
       // Every lifecycle log line comes from here (README "Logs"); most events write none.
-      const log = Logs.log(shell, effect.event, effect.kind)
+      const log = Logs.log(shell, command.event, command.kind)
       if (log === undefined) {
-        shell.pubsub.unsafeOffer(effect.event)
+        shell.pubsub.unsafeOffer(command.event)
         return undefined
       }
-      return Effect.zipRight(log, Effect.sync(() => shell.pubsub.unsafeOffer(effect.event)))
+      return Effect.zipRight(log, Effect.sync(() => shell.pubsub.unsafeOffer(command.event)))
     }
     case "Members":
       // The group view lives in the engine state, where `snapshot` reads it.
@@ -60,36 +60,36 @@ const perform = (shell: Shell, effect: Engine.Effect, now: number, loop: LoopFib
   }
 }
 
-/** Performs `effects` from `index` on, in order; returns what is left to run, if anything. */
+/** Performs `commands` from `index` on, in order; returns what is left to run, if anything. */
 const performFrom = (
   shell: Shell,
-  effects: ReadonlyArray<Engine.Effect>,
+  commands: ReadonlyArray<Engine.Command>,
   index: number,
   now: number,
   loop: LoopFiber
 ): Effect.Effect<void> | undefined => {
-  for (let i = index; i < effects.length; i++) {
-    const pending = perform(shell, effects[i]!, now, loop)
+  for (let i = index; i < commands.length; i++) {
+    const pending = perform(shell, commands[i]!, now, loop)
     if (pending !== undefined) {
-      return i + 1 === effects.length
+      return i + 1 === commands.length
         ? pending
-        : Effect.zipRight(pending, Effect.suspend(() => performFrom(shell, effects, i + 1, now, loop) ?? Effect.void))
+        : Effect.zipRight(pending, Effect.suspend(() => performFrom(shell, commands, i + 1, now, loop) ?? Effect.void))
     }
   }
   return undefined
 }
 
 /**
- * Runs one input: a step of the engine and the effects it can do at once, or a task that must see
+ * Runs one input: a step of the engine and the commands it can do at once, or a task that must see
  * no step half-done. Returns what must run before the next input, if anything.
  */
 const handle = (shell: Shell, input: LoopInput, loop: LoopFiber): Effect.Effect<void> | undefined => {
   if (input._tag === "Task") return input.run
   // Milliseconds on the monotonic clock, as `Term.monotonicMillis`.
   const now = Number(loop.clock.unsafeCurrentTimeNanos()) / 1_000_000
-  const [next, effects] = Engine.step(shell.state, input, now)
+  const [next, commands] = Engine.step(shell.state, input, now)
   shell.state = next
-  return performFrom(shell, effects, 0, now, loop)
+  return performFrom(shell, commands, 0, now, loop)
 }
 
 /**

@@ -20,7 +20,7 @@ export interface SessionDeadline {
 /** Before the first session (the engine numbers its first incarnation 1). */
 export const make = (): SessionDeadline => ({ seq: 0, cell: { deadline: Number.NEGATIVE_INFINITY } })
 
-/** The `Deadline` effect: incarnation `seq`'s local deadline is now `deadline`. */
+/** The `Deadline` command: incarnation `seq`'s local deadline is now `deadline`. */
 export const set = (current: SessionDeadline, seq: number, deadline: number): void => {
   if (seq === current.seq) {
     current.cell.deadline = deadline

@@ -43,7 +43,7 @@ export interface LoopFiber {
 }
 
 /** A backend request the engine asked for. */
-export type Call = Extract<Engine.Effect, { _tag: "Call" }>
+export type Call = Extract<Engine.Command, { _tag: "Call" }>
 
 /** What the shell does with the terms of one handle (an election, a lock or a partition group). */
 export interface Hooks {

@@ -17,38 +17,38 @@ import { type Hooks, type LiveTerm, type LoopFiber, offerNow, type Shell } from 
 
 export const onElected = (
   shell: Shell,
-  effect: Extract<Engine.Effect, { _tag: "Elected" }>,
+  command: Extract<Engine.Command, { _tag: "Elected" }>,
   loop: LoopFiber
 ): Effect.Effect<void> | undefined => {
   const revoked = Term.revocation()
-  const cell = SessionDeadline.cellOf(shell.deadline, effect.sessionSeq)
-  const term = Term.makeLive(effect.name, effect.token, effect.sessionId, cell, revoked)
-  const live: LiveTerm = { term, revoked, work: undefined, handle: effect.handle, group: effect.group }
-  shell.terms.set(effect.termId, live)
-  const metrics = Metrics.forLease(effect.name, effect.group)
+  const cell = SessionDeadline.cellOf(shell.deadline, command.sessionSeq)
+  const term = Term.makeLive(command.name, command.token, command.sessionId, cell, revoked)
+  const live: LiveTerm = { term, revoked, work: undefined, handle: command.handle, group: command.group }
+  shell.terms.set(command.termId, live)
+  const metrics = Metrics.forLease(command.name, command.group)
   metrics.termsWon.unsafeUpdate(1, loop.metricLabels)
   metrics.leaderTerms.unsafeModify(1, loop.metricLabels)
-  const hook = effect.group === undefined ? shell.hooks.get(effect.handle) : shell.groupHooks.get(effect.group)
-  const elected = hook?.onElected(term, effect.partition)
+  const hook = command.group === undefined ? shell.hooks.get(command.handle) : shell.groupHooks.get(command.group)
+  const elected = hook?.onElected(term, command.partition)
   if (hook === undefined || elected === undefined) {
     // The engine waits for the work it was told of; for a term without work it waits for nothing.
-    if (effect.hasWork) workExited(shell, effect, undefined)
+    if (command.hasWork) workExited(shell, command, undefined)
     return undefined
   }
   return Effect.flatMap(elected, (work) => {
-    if (Option.isSome(work)) return runWork(shell, effect, live, hook, work.value)
-    return effect.hasWork ? Effect.sync(() => workExited(shell, effect, undefined)) : Effect.void
+    if (Option.isSome(work)) return runWork(shell, command, live, hook, work.value)
+    return command.hasWork ? Effect.sync(() => workExited(shell, command, undefined)) : Effect.void
   })
 }
 
 /** Tells the engine the term's work exited (`stepDown`: the cooldown after a failure of its own). */
-const workExited = (shell: Shell, effect: Extract<Engine.Effect, { _tag: "Elected" }>, stepDown: number | undefined) =>
-  offerNow(shell, { _tag: "WorkExited", handle: effect.handle, termId: effect.termId, stepDown })
+const workExited = (shell: Shell, command: Extract<Engine.Command, { _tag: "Elected" }>, stepDown: number | undefined) =>
+  offerNow(shell, { _tag: "WorkExited", handle: command.handle, termId: command.termId, stepDown })
 
 /** Runs a term's work in a fiber of its own, which tells the engine when it exits. */
 const runWork = (
   shell: Shell,
-  effect: Extract<Engine.Effect, { _tag: "Elected" }>,
+  command: Extract<Engine.Command, { _tag: "Elected" }>,
   live: LiveTerm,
   hook: Hooks,
   work: Effect.Effect<unknown, unknown>
@@ -62,11 +62,11 @@ const runWork = (
         // Failing because the term was revoked (e.g. `ensureValid`) is not the work's failure.
         if (Cause.isInterruptedOnly(cause) || live.revoked.reason !== undefined) return undefined
         const ranFor = (yield* Clock.currentTimeMillis) - startedAt
-        const cooldown = hook.onWorkFailed?.(effect.partition, ranFor)
+        const cooldown = hook.onWorkFailed?.(command.partition, ranFor)
         yield* Effect.logError(
           cooldown === undefined
-            ? `leader work for ${effect.name} failed`
-            : `leader work for ${effect.name} failed; giving the lease up, competing again in ${cooldown} ms`,
+            ? `leader work for ${command.name} failed`
+            : `leader work for ${command.name} failed; giving the lease up, competing again in ${cooldown} ms`,
           cause
         )
         return cooldown
@@ -81,24 +81,24 @@ const runWork = (
     )
     // An observer, not `ensuring`: a fiber interrupted before its first step (revoked in the same
     // turn as elected) never runs its `ensuring`, and the engine would wait out the handover deadline.
-    fiber.addObserver((exit) => workExited(shell, effect, Exit.isSuccess(exit) ? exit.value : undefined))
+    fiber.addObserver((exit) => workExited(shell, command, Exit.isSuccess(exit) ? exit.value : undefined))
     live.work = fiber
   })
 
 export const onRevoked = (
   shell: Shell,
-  effect: Extract<Engine.Effect, { _tag: "Revoked" }>,
+  command: Extract<Engine.Command, { _tag: "Revoked" }>,
   loop: LoopFiber
 ): Effect.Effect<void> | undefined => {
-  const live = shell.terms.get(effect.termId)
+  const live = shell.terms.get(command.termId)
   if (live === undefined) return undefined
-  shell.terms.delete(effect.termId)
-  Term.revoke(live.revoked, effect.reason)
-  const metrics = Metrics.forLease(effect.name, live.group)
-  metrics.revocations[effect.reason].unsafeUpdate(1, loop.metricLabels)
+  shell.terms.delete(command.termId)
+  Term.revoke(live.revoked, command.reason)
+  const metrics = Metrics.forLease(command.name, live.group)
+  metrics.revocations[command.reason].unsafeUpdate(1, loop.metricLabels)
   metrics.leaderTerms.unsafeModify(-1, loop.metricLabels)
   // The engine never waits for the work: it is asked to stop, not awaited.
   if (live.work !== undefined) interruptSignalNow(live.work, loop.id)
   const hook = live.group === undefined ? shell.hooks.get(live.handle) : shell.groupHooks.get(live.group)
-  return hook?.onRevoked(live.term, effect.reason)
+  return hook?.onRevoked(live.term, command.reason)
 }

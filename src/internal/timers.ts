@@ -139,14 +139,14 @@ const sleep = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> =>
       })
     ))
 
-/** Cancels the timer armed under `key`, if any (the `Disarm` effect). */
+/** Cancels the timer armed under `key`, if any (the `Disarm` command). */
 export const cancel = (timers: Timers, key: string): void => {
   timers.armed.delete(key)
   compact(timers)
 }
 
 /**
- * Delivers `Timer { key, id }` at `at`, replacing the timer armed under `key` (the `Arm` effect), as
+ * Delivers `Timer { key, id }` at `at`, replacing the timer armed under `key` (the `Arm` command), as
  * the loop fiber `by`. An Effect only when the sleeping fiber must be replaced by an earlier one.
  */
 export const arm = (timers: Timers, key: string, id: number, at: number, by: FiberId.FiberId): Effect.Effect<void> | undefined => {

@@ -27,8 +27,8 @@ describe("Engine: Close", () => {
   it("revokes and releases every term, closes the session, and completes only after the CloseSession reply", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    const effects = d.send(close(90), 1_000)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(close(90), 1_000)
+    expect(shows(commands)).toEqual([
       "Revoked a#7 STOPPED",
       "Publish Revoked a#7 STOPPED",
       "Call Release a#7@s1",
@@ -39,7 +39,7 @@ describe("Engine: Close", () => {
       "Publish SessionEnded s1 STOPPED"
     ])
     expect(d.session.status).toBe("CLOSED")
-    expect(only(effects, "Complete")).toEqual([])
+    expect(only(commands, "Complete")).toEqual([])
     expect(shows(d.reply("CloseSession", done, 1_100))).toEqual(["Complete 90 Ok"])
   })
 
@@ -58,8 +58,8 @@ describe("Engine: Close", () => {
     d.lead(4, "d", 4n)
     d.send(stepDown(4, 60_000, 40), 500)
 
-    const effects = d.send(close(90), 1_000)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(close(90), 1_000)
+    expect(shows(commands)).toEqual([
       "Revoked a#1 STOPPED",
       "Publish Revoked a#1 STOPPED",
       "Call Release a#1@s1",
@@ -131,8 +131,8 @@ describe("Engine: Close", () => {
     d.send({ _tag: "Boot" }, 0)
     d.send(start(1, "a"), 1)
     const openCall = d.call("OpenSession")
-    const effects = d.send(close(90), 10)
-    expect(shows(effects)).toEqual(["Publish StatusChanged a STOPPED", "Complete 90 Ok"])
+    const commands = d.send(close(90), 10)
+    expect(shows(commands)).toEqual(["Publish StatusChanged a STOPPED", "Complete 90 Ok"])
     expect(shows(d.send(replyEvent(openCall, opened("s1")), 20))).toEqual(["Call CloseSession s1"])
   })
 
@@ -152,10 +152,10 @@ describe("Engine: Close", () => {
     d.fire("renew")
     d.reply("KeepAlive", failed(), 5_000)
     d.send(close(90), 6_000)
-    const effects = d.fire("deadline") // the work never exits and the session cannot be renewed
-    expect(only(effects, "Revoked")).toEqual([])
-    expect(shows(effects)).toContain("Call CloseSession s1")
-    expect(shows(effects)).not.toContain("Call OpenSession")
+    const commands = d.fire("deadline") // the work never exits and the session cannot be renewed
+    expect(only(commands, "Revoked")).toEqual([])
+    expect(shows(commands)).toContain("Call CloseSession s1")
+    expect(shows(commands)).not.toContain("Call OpenSession")
     const closeCalls = d.calls("CloseSession")
     expect(closeCalls.length).toBeGreaterThanOrEqual(1)
     const completions = closeCalls.flatMap((c) => shows(d.send(replyEvent(c, done), 14_900)))
@@ -167,8 +167,8 @@ describe("Engine: Close", () => {
     d.lead(1, "a", 7n, { hasWork: true })
     d.send(close(90), 1_000)
     d.fire("renew")
-    const effects = d.reply("KeepAlive", { _tag: "Expired" }, 5_000)
-    expect(shows(effects)).not.toContain("Call OpenSession")
+    const commands = d.reply("KeepAlive", { _tag: "Expired" }, 5_000)
+    expect(shows(commands)).not.toContain("Call OpenSession")
     const completions = d.calls("CloseSession").flatMap((c) => shows(d.send(replyEvent(c, done), 5_100)))
     expect(completions).toEqual(["Complete 90 Ok"])
   })

@@ -26,16 +26,16 @@ import {
 describe("Engine: [*] -> Candidate (start)", () => {
   it("Start completes Ok, publishes CANDIDATE and sends one Acquire for the live session", () => {
     const d = liveDriver()
-    const effects = d.send(start(1, "a", { completion: 11 }), 100)
-    expect(shows(effects)).toEqual(["Complete 11 Ok", "Publish StatusChanged a CANDIDATE", "Call Acquire a@s1"])
-    expect(callsOf(effects)[0]).toEqual({
+    const commands = d.send(start(1, "a", { completion: 11 }), 100)
+    expect(shows(commands)).toEqual(["Complete 11 Ok", "Publish StatusChanged a CANDIDATE", "Call Acquire a@s1"])
+    expect(callsOf(commands)[0]).toEqual({
       _tag: "Call",
       requestId: expect.any(Number),
       sentAt: 100,
       timeout: 5_000,
       request: { _tag: "Acquire", sessionId: "s1", name: "a" }
     })
-    expect(d.election(1)).toMatchObject({ status: "CANDIDATE", attempt: callsOf(effects)[0]!.requestId })
+    expect(d.election(1)).toMatchObject({ status: "CANDIDATE", attempt: callsOf(commands)[0]!.requestId })
   })
 
   it("Start before the session is open waits for it (no Acquire without a session)", () => {
@@ -72,9 +72,9 @@ describe("Engine: Candidate -> Leader (Granted)", () => {
   it("Granted for the current attempt, session live, before the deadline: Elected, then LEADER", () => {
     const d = liveDriver()
     d.start(1, "a")
-    const effects = d.acquireReply("a", granted(7n), 50)
-    expect(shows(effects)).toEqual(["Elected a#7", "Publish Elected a#7", "Publish StatusChanged a LEADER"])
-    expect(only(effects, "Elected")[0]).toEqual({
+    const commands = d.acquireReply("a", granted(7n), 50)
+    expect(shows(commands)).toEqual(["Elected a#7", "Publish Elected a#7", "Publish StatusChanged a LEADER"])
+    expect(only(commands, "Elected")[0]).toEqual({
       _tag: "Elected",
       handle: 1,
       termId: expect.any(Number),
@@ -95,9 +95,9 @@ describe("Engine: Candidate -> Leader (Granted)", () => {
     d.lead(1, "a", 7n)
     for (let i = 0; i < 20; i++) {
       d.fire("renew")
-      const effects = d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [{ name: "a", token: 7n }], groups: [] }, d.now + 10)
-      expect(only(effects, "Revoked")).toEqual([])
-      expect(callsOf(effects)).toEqual([])
+      const commands = d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [{ name: "a", token: 7n }], groups: [] }, d.now + 10)
+      expect(only(commands, "Revoked")).toEqual([])
+      expect(callsOf(commands)).toEqual([])
     }
     expect(d.now).toBeGreaterThan(6 * 15_000) // many lease durations
     expect(d.election(1)?.status).toBe("LEADER")
@@ -108,8 +108,8 @@ describe("Engine: Candidate -> Candidate (HeldBy, retry, hint)", () => {
   it("HeldBy without the holder's remaining: retry at renewInterval/2 + jitter in [0, retryJitter)", () => {
     const d = liveDriver()
     d.start(1, "a")
-    const effects = d.acquireReply("a", heldBy(3n), 200)
-    expect(ops(effects)).toEqual([expect.stringMatching(/^Arm retry:1 @/)])
+    const commands = d.acquireReply("a", heldBy(3n), 200)
+    expect(ops(commands)).toEqual([expect.stringMatching(/^Arm retry:1 @/)])
     const at = d.timer("retry:1").at
     expect(at).toBeGreaterThanOrEqual(200 + 2_500)
     expect(at).toBeLessThan(200 + 2_500 + 2_500)
@@ -158,8 +158,8 @@ describe("Engine: Candidate -> Candidate (HeldBy, retry, hint)", () => {
   it("a failed acquire publishes BackendFailed and retries like HeldBy", () => {
     const d = liveDriver()
     d.start(1, "a")
-    const effects = d.acquireReply("a", failed("timeout"), 0)
-    expect(published(effects)).toEqual(["Publish BackendFailed acquire"])
+    const commands = d.acquireReply("a", failed("timeout"), 0)
+    expect(published(commands)).toEqual(["Publish BackendFailed acquire"])
     expect(d.timer("retry:1").at).toBeGreaterThanOrEqual(2_500)
     expect(d.election(1)?.attempt).toBeUndefined()
   })
@@ -168,8 +168,8 @@ describe("Engine: Candidate -> Candidate (HeldBy, retry, hint)", () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 100)
-    const effects = d.send(released("a"), 300)
-    expect(shows(effects)).toEqual(["Disarm retry:1", "Call Acquire a@s1"])
+    const commands = d.send(released("a"), 300)
+    expect(shows(commands)).toEqual(["Disarm retry:1", "Call Acquire a@s1"])
     expect(d.send(released("b"), 301)).toEqual([]) // another name: nothing
   })
 
@@ -179,8 +179,8 @@ describe("Engine: Candidate -> Candidate (HeldBy, retry, hint)", () => {
     expect(d.send(released("a"), 10)).toEqual([])
     expect(d.send(released("a"), 11)).toEqual([])
     expect(d.calls("Acquire", "a")).toHaveLength(1)
-    const effects = d.acquireReply("a", heldBy(3n, 10_000), 20)
-    expect(shows(effects)).toEqual(["Call Acquire a@s1"])
+    const commands = d.acquireReply("a", heldBy(3n, 10_000), 20)
+    expect(shows(commands)).toEqual(["Call Acquire a@s1"])
     expect(d.armed.has("retry:1")).toBe(false)
     // That second try is an ordinary attempt again: HeldBy now waits for the retry timer.
     d.acquireReply("a", heldBy(3n), 30)
@@ -215,15 +215,15 @@ describe("Engine: Leader -> [*] (stop without work)", () => {
   it("revoked STOPPED first, then released with the term's token, then STOPPED, then the stop completes", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    const effects = d.send(stop(1, 50), 1_000)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(stop(1, 50), 1_000)
+    expect(shows(commands)).toEqual([
       "Revoked a#7 STOPPED",
       "Publish Revoked a#7 STOPPED",
       "Call Release a#7@s1",
       "Publish StatusChanged a STOPPED",
       "Complete 50 Ok"
     ])
-    expect(callsOf(effects)[0]?.request).toEqual({ _tag: "Release", sessionId: "s1", name: "a", token: 7n })
+    expect(callsOf(commands)[0]?.request).toEqual({ _tag: "Release", sessionId: "s1", name: "a", token: 7n })
     expect(d.election(1)).toBeUndefined()
     // Nothing is delivered for it after the stop completed.
     expect(d.send(released("a"), 1_100)).toEqual([])
@@ -239,26 +239,26 @@ describe("Engine: Leader -> Handover -> [*] (stop with work)", () => {
   const withWork = () => {
     const d = liveDriver()
     const elected = d.lead(1, "a", 7n, { hasWork: true })
-    const effects = d.send(stop(1, 50), 1_000)
-    return { d, elected, effects }
+    const commands = d.send(stop(1, 50), 1_000)
+    return { d, elected, commands }
   }
 
   it("stop revokes at once, enters HANDOVER and holds the lease until the deadline at stop time", () => {
-    const { d, effects } = withWork()
-    expect(shows(effects)).toEqual([
+    const { d, commands } = withWork()
+    expect(shows(commands)).toEqual([
       "Revoked a#7 STOPPED",
       "Publish Revoked a#7 STOPPED",
       "Publish StatusChanged a HANDOVER",
       "Arm handover:1 @14800"
     ])
     expect(d.election(1)?.status).toBe("HANDOVER")
-    expect(callsOf(effects)).toEqual([])
+    expect(callsOf(commands)).toEqual([])
   })
 
   it("WorkExited: release (with the token) only now, then STOPPED and the stop completes", () => {
     const { d, elected } = withWork()
-    const effects = d.send(workExited(1, elected.termId), 1_500)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(workExited(1, elected.termId), 1_500)
+    expect(shows(commands)).toEqual([
       "Disarm handover:1",
       "Call Release a#7@s1",
       "Publish StatusChanged a STOPPED",
@@ -273,9 +273,9 @@ describe("Engine: Leader -> Handover -> [*] (stop with work)", () => {
     d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [{ name: "a", token: 7n }], groups: [] }, 5_010)
     expect(d.session.deadline).toBe(19_800) // the session lives on; the handover still ends at 14800
     expect(d.timer("handover:1").at).toBe(14_800)
-    const effects = d.fire("handover:1")
+    const commands = d.fire("handover:1")
     expect(d.now).toBe(14_800)
-    expect(shows(effects)).toEqual(["Call Release a#7@s1", "Publish StatusChanged a STOPPED", "Complete 50 Ok"])
+    expect(shows(commands)).toEqual(["Call Release a#7@s1", "Publish StatusChanged a STOPPED", "Complete 50 Ok"])
     // A late exit of the work changes nothing.
     expect(d.send(workExited(1, elected.termId), 15_000)).toEqual([])
   })
@@ -284,11 +284,11 @@ describe("Engine: Leader -> Handover -> [*] (stop with work)", () => {
     const { d } = withWork()
     d.fire("renew")
     d.reply("KeepAlive", failed(), 5_000)
-    const effects = d.fire("deadline") // 14800: the session is over, CloseSession frees the lease
-    expect(only(effects, "Revoked")).toEqual([])
-    expect(shows(effects)).toContain("Complete 50 Ok")
-    expect(shows(effects)).toContain("Call CloseSession s1")
-    expect(shows(effects).indexOf("Complete 50 Ok")).toBeLessThan(shows(effects).indexOf("Call OpenSession"))
+    const commands = d.fire("deadline") // 14800: the session is over, CloseSession frees the lease
+    expect(only(commands, "Revoked")).toEqual([])
+    expect(shows(commands)).toContain("Complete 50 Ok")
+    expect(shows(commands)).toContain("Call CloseSession s1")
+    expect(shows(commands).indexOf("Complete 50 Ok")).toBeLessThan(shows(commands).indexOf("Call OpenSession"))
     expect(d.election(1)).toBeUndefined()
   })
 
@@ -303,8 +303,8 @@ describe("Engine: Leader -> Handover -> [*] (stop with work)", () => {
     const elected = d.lead(1, "a", 7n, { hasWork: true })
     expect(d.send(workExited(1, elected.termId), 500)).toEqual([])
     expect(d.election(1)?.status).toBe("LEADER")
-    const effects = d.send(stop(1, 50), 1_000)
-    expect(ops(effects)).toEqual(["Revoked a#7 STOPPED", "Call Release a#7@s1", "Complete 50 Ok"])
+    const commands = d.send(stop(1, 50), 1_000)
+    expect(ops(commands)).toEqual(["Revoked a#7 STOPPED", "Call Release a#7@s1", "Complete 50 Ok"])
   })
 })
 
@@ -312,8 +312,8 @@ describe("Engine: step down and cooldown", () => {
   it("Leader -> Cooldown (stepDown without work): revoke STEPPED_DOWN, release, COOLDOWN, complete", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    const effects = d.send(stepDown(1, 3_000, 60), 1_000)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(stepDown(1, 3_000, 60), 1_000)
+    expect(shows(commands)).toEqual([
       "Revoked a#7 STEPPED_DOWN",
       "Publish Revoked a#7 STEPPED_DOWN",
       "Call Release a#7@s1",
@@ -331,9 +331,9 @@ describe("Engine: step down and cooldown", () => {
     expect(d.send(released("a"), 1_500)).toEqual([])
     expect(d.send(released("a"), 3_999)).toEqual([])
     expect(d.calls("Acquire")).toEqual([])
-    const effects = d.fire("cooldown:1")
+    const commands = d.fire("cooldown:1")
     expect(d.now).toBe(4_000)
-    expect(shows(effects)).toEqual(["Publish StatusChanged a CANDIDATE", "Call Acquire a@s1"])
+    expect(shows(commands)).toEqual(["Publish StatusChanged a CANDIDATE", "Call Acquire a@s1"])
     // And it can win again, with a larger token.
     expect(shows(d.acquireReply("a", granted(8n), 4_010))).toContain("Elected a#8")
   })
@@ -348,8 +348,8 @@ describe("Engine: step down and cooldown", () => {
       "Publish StatusChanged a HANDOVER",
       "Arm handover:1 @14800"
     ])
-    const effects = d.send(workExited(1, elected.termId), 2_000)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(workExited(1, elected.termId), 2_000)
+    expect(shows(commands)).toEqual([
       "Disarm handover:1",
       "Call Release a#7@s1",
       "Publish StatusChanged a COOLDOWN",
@@ -364,8 +364,8 @@ describe("Engine: step down and cooldown", () => {
     d.send(stepDown(1, 3_000, 60), 1_000)
     d.fire("renew")
     d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [{ name: "a", token: 7n }], groups: [] }, 5_000)
-    const effects = d.fire("handover:1")
-    expect(ops(effects)).toEqual(["Call Release a#7@s1", "Arm cooldown:1 @14800", "Complete 60 Ok"])
+    const commands = d.fire("handover:1")
+    expect(ops(commands)).toEqual(["Call Release a#7@s1", "Arm cooldown:1 @14800", "Complete 60 Ok"])
     expect(d.election(1)?.status).toBe("COOLDOWN")
   })
 
@@ -373,8 +373,8 @@ describe("Engine: step down and cooldown", () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 10)
-    const effects = d.send(stepDown(1, 2_000, 60), 100)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(stepDown(1, 2_000, 60), 100)
+    expect(shows(commands)).toEqual([
       "Call Withdraw a@s1",
       "Disarm retry:1",
       "Publish StatusChanged a COOLDOWN",
@@ -388,8 +388,8 @@ describe("Engine: step down and cooldown", () => {
     d.start(1, "a")
     const attempt = d.call("Acquire", "a")
     d.send(stepDown(1, 2_000, 60), 100)
-    const effects = d.send(replyEvent(attempt, granted(9n)), 200)
-    expect(shows(effects)).toEqual(["Call Release a#9@s1"])
+    const commands = d.send(replyEvent(attempt, granted(9n)), 200)
+    expect(shows(commands)).toEqual(["Call Release a#9@s1"])
     expect(d.election(1)?.status).toBe("COOLDOWN")
   })
 
@@ -397,8 +397,8 @@ describe("Engine: step down and cooldown", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
     d.send(stepDown(1, 3_000, 60), 1_000)
-    const effects = d.send(stop(1, 61), 1_500)
-    expect(shows(effects)).toEqual(["Disarm cooldown:1", "Publish StatusChanged a STOPPED", "Complete 61 Ok"])
+    const commands = d.send(stop(1, 61), 1_500)
+    expect(shows(commands)).toEqual(["Disarm cooldown:1", "Publish StatusChanged a STOPPED", "Complete 61 Ok"])
     expect(d.election(1)).toBeUndefined()
   })
 
@@ -406,8 +406,8 @@ describe("Engine: step down and cooldown", () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 10)
-    const effects = d.send(stop(1, 61), 100)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(stop(1, 61), 100)
+    expect(shows(commands)).toEqual([
       "Disarm retry:1",
       "Call Withdraw a@s1",
       "Publish StatusChanged a STOPPED",
@@ -420,8 +420,8 @@ describe("Engine: step down and cooldown", () => {
     const elected = d.lead(1, "a", 7n, { hasWork: true })
     d.send(stepDown(1, 3_000, 60), 1_000)
     expect(d.send(stop(1, 61), 1_100)).toEqual([])
-    const effects = d.send(workExited(1, elected.termId), 1_200)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(workExited(1, elected.termId), 1_200)
+    expect(shows(commands)).toEqual([
       "Disarm handover:1",
       "Call Release a#7@s1",
       "Publish StatusChanged a STOPPED",
@@ -441,8 +441,8 @@ describe("Engine: locks", () => {
     expect(d.calls("Acquire", "L")).toHaveLength(1)
     d.acquireReply("L", granted(5n), 20)
     expect(d.calls("Acquire")).toEqual([])
-    const effects = d.send(stop(1, 13), 30)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(stop(1, 13), 30)
+    expect(shows(commands)).toEqual([
       "Revoked L#5 STOPPED",
       "Publish Revoked L#5 STOPPED",
       "Call Release L#5@s1",
@@ -476,8 +476,8 @@ describe("Engine: locks", () => {
     d.start(2, "L", { kind: "lock" })
     expect(shows(d.send(stop(2, 22), 10))).toEqual(["Complete 22 Ok"])
     d.acquireReply("L", granted(5n), 20)
-    const effects = d.send(stop(1, 21), 30)
-    expect(callsOf(effects, "Acquire")).toEqual([])
+    const commands = d.send(stop(1, 21), 30)
+    expect(callsOf(commands, "Acquire")).toEqual([])
     expect(d.state.elections.size).toBe(0)
   })
 
@@ -486,8 +486,8 @@ describe("Engine: locks", () => {
     d.lead(1, "L", 5n, { kind: "lock" })
     d.start(2, "L", { kind: "lock" })
     d.fire("renew")
-    const effects = d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [], groups: [] }, 5_000)
-    expect(shows(effects).filter((x) => !x.startsWith("Deadline") && !x.startsWith("Arm"))).toEqual([
+    const commands = d.reply("KeepAlive", { _tag: "Live", remaining: 15_000, leases: [], groups: [] }, 5_000)
+    expect(shows(commands).filter((x) => !x.startsWith("Deadline") && !x.startsWith("Arm"))).toEqual([
       "Publish TokenRegressed L seen=5 token=absent",
       "Revoked L#5 TAKEN_OVER",
       "Publish Revoked L#5 TAKEN_OVER",
@@ -504,9 +504,9 @@ describe("Engine: locks", () => {
     d.start(1, "L", { kind: "lock" })
     const attempt = d.call("Acquire", "L")
     d.send(stop(1, 9), 1_000)
-    const effects = d.send(replyEvent(attempt, granted(5n)), 1_100)
-    expect(shows(effects)).toEqual(["Call Release L#5@s1"])
-    expect(only(effects, "Elected")).toEqual([])
+    const commands = d.send(replyEvent(attempt, granted(5n)), 1_100)
+    expect(shows(commands)).toEqual(["Call Release L#5@s1"])
+    expect(only(commands, "Elected")).toEqual([])
   })
 })
 
@@ -530,7 +530,7 @@ describe("Engine: Elected / Revoked pairing", () => {
     const elected5 = d.acquireReply("a", granted(5n), d.now)
     d.send(stop(1, 2), d.now) // STOPPED
     expect(only(elected5, "Elected")).toHaveLength(1)
-    const terms = d.effects.filter((e) => e._tag === "Elected" || e._tag === "Revoked").map(shows1)
+    const terms = d.commands.filter((e) => e._tag === "Elected" || e._tag === "Revoked").map(shows1)
     expect(terms).toEqual([
       "Elected a#1",
       "Revoked a#1 STEPPED_DOWN",

@@ -56,8 +56,8 @@ describe("Engine: a released hint for a name this client leads", () => {
   it("renews at once, so a session the backend lost early ends its terms promptly", () => {
     const d = liveDriver()
     d.lead(1, "a", 5n)
-    const effects = d.send(released("a"), 200)
-    expect(shows(effects).filter((line) => line.startsWith("Call KeepAlive"))).toHaveLength(1)
+    const commands = d.send(released("a"), 200)
+    expect(shows(commands).filter((line) => line.startsWith("Call KeepAlive"))).toHaveLength(1)
     // The backend answers that the session is gone: the term ends now, not at the next period.
     const revoked = d.reply("KeepAlive", { _tag: "Expired" }, 210)
     expect(shows(revoked)).toContain("Revoked a#5 SESSION_EXPIRED")
@@ -142,8 +142,8 @@ describe("Engine: a lease the backend hands to this session (pushed grant)", () 
   it("a grant to another session of a name we lead renews at once", () => {
     const d = liveDriver()
     d.lead(1, "a", 5n)
-    const effects = shows(d.send(grantedTo("a", "s2", 6n), 200))
-    expect(effects.filter((line) => line.startsWith("Call KeepAlive"))).toHaveLength(1)
+    const commands = shows(d.send(grantedTo("a", "s2", 6n), 200))
+    expect(commands.filter((line) => line.startsWith("Call KeepAlive"))).toHaveLength(1)
   })
 
   it("a grant to another session is ignored by a candidate", () => {
@@ -166,8 +166,8 @@ describe("Engine: a lease the backend hands to this session (pushed grant)", () 
     d.start(1, "a")
     d.acquireReply("a", heldBy(4n), 100)
     d.fire("renew", 5_000)
-    const effects = shows(d.reply("KeepAlive", live(15_000, [["a", 4n]]), 5_010))
-    expect(effects).toContain("Call Release a#4@s1")
-    expect(effects.some((line) => line.startsWith("Elected"))).toBe(false)
+    const commands = shows(d.reply("KeepAlive", live(15_000, [["a", 4n]]), 5_010))
+    expect(commands).toContain("Call Release a#4@s1")
+    expect(commands.some((line) => line.startsWith("Elected"))).toBe(false)
   })
 })

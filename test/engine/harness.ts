@@ -2,7 +2,7 @@
  * A small harness for replaying event sequences through the pure `Engine.step`.
  *
  * `Driver` threads the engine state, keeps the clock (`now`, monotonic millis), records every step's
- * effects, and remembers the backend calls still waiting for a reply and the timers still armed, so a
+ * commands, and remembers the backend calls still waiting for a reply and the timers still armed, so a
  * test can answer "the pending Acquire of `a`" or fire "the armed renew timer" without hard-coding
  * request or timer ids. `drive(steps)` is the one-shot form for fixed sequences.
  */
@@ -10,8 +10,8 @@ import { expect } from "vitest"
 import * as Engine from "../../src/Engine.js"
 import type * as Session from "../../src/Session.js"
 
-export type Call = Extract<Engine.Effect, { readonly _tag: "Call" }>
-export type Arm = Extract<Engine.Effect, { readonly _tag: "Arm" }>
+export type Call = Extract<Engine.Command, { readonly _tag: "Call" }>
+export type Arm = Extract<Engine.Command, { readonly _tag: "Arm" }>
 export type Reply = Extract<Engine.Event, { readonly _tag: "Reply" }>
 export type RequestTag = Engine.Request["_tag"]
 
@@ -106,7 +106,7 @@ export const replyEvent = (call: Call, response: Engine.Response): Reply => ({
 })
 
 // ---------------------------------------------------------------------------------------------------
-// Effect helpers
+// Command helpers
 // ---------------------------------------------------------------------------------------------------
 
 const subject = (r: Engine.Request): string => {
@@ -130,8 +130,8 @@ const subject = (r: Engine.Request): string => {
   }
 }
 
-/** A compact one-line rendering of an effect, so tests can assert whole ordered effect lists. */
-export const show = (e: Engine.Effect): string => {
+/** A compact one-line rendering of a command, so tests can assert whole ordered command lists. */
+export const show = (e: Engine.Command): string => {
   switch (e._tag) {
     case "Call":
       return `Call ${e.request._tag}${subject(e.request)}`
@@ -179,25 +179,25 @@ export const show = (e: Engine.Effect): string => {
   }
 }
 
-export const shows = (effects: ReadonlyArray<Engine.Effect>): Array<string> => effects.map(show)
+export const shows = (commands: ReadonlyArray<Engine.Command>): Array<string> => commands.map(show)
 
-/** The effects of one kind. */
-export const only = <T extends Engine.Effect["_tag"]>(
-  effects: ReadonlyArray<Engine.Effect>,
+/** The commands of one kind. */
+export const only = <T extends Engine.Command["_tag"]>(
+  commands: ReadonlyArray<Engine.Command>,
   tag: T
-): Array<Extract<Engine.Effect, { readonly _tag: T }>> =>
-  effects.filter((e): e is Extract<Engine.Effect, { readonly _tag: T }> => e._tag === tag)
+): Array<Extract<Engine.Command, { readonly _tag: T }>> =>
+  commands.filter((e): e is Extract<Engine.Command, { readonly _tag: T }> => e._tag === tag)
 
-/** The backend calls among `effects`, optionally of one request kind. */
-export const callsOf = (effects: ReadonlyArray<Engine.Effect>, tag?: RequestTag): Array<Call> =>
-  only(effects, "Call").filter((c) => tag === undefined || c.request._tag === tag)
+/** The backend calls among `commands`, optionally of one request kind. */
+export const callsOf = (commands: ReadonlyArray<Engine.Command>, tag?: RequestTag): Array<Call> =>
+  only(commands, "Call").filter((c) => tag === undefined || c.request._tag === tag)
 
-/** The rendered effects, with the "Publish …" ones dropped (for asserting the operational sequence). */
-export const ops = (effects: ReadonlyArray<Engine.Effect>): Array<string> =>
-  effects.filter((e) => e._tag !== "Publish").map(show)
+/** The rendered commands, with the "Publish …" ones dropped (for asserting the operational sequence). */
+export const ops = (commands: ReadonlyArray<Engine.Command>): Array<string> =>
+  commands.filter((e) => e._tag !== "Publish").map(show)
 
 /** The rendered published events only. */
-export const published = (effects: ReadonlyArray<Engine.Effect>): Array<string> => only(effects, "Publish").map(show)
+export const published = (commands: ReadonlyArray<Engine.Command>): Array<string> => only(commands, "Publish").map(show)
 
 // ---------------------------------------------------------------------------------------------------
 // Driver
@@ -208,7 +208,7 @@ export interface Entry {
   readonly event: Engine.Event
   readonly before: Engine.State
   readonly after: Engine.State
-  readonly effects: ReadonlyArray<Engine.Effect>
+  readonly commands: ReadonlyArray<Engine.Command>
 }
 
 export class Driver {
@@ -224,27 +224,27 @@ export class Driver {
     this.state = Engine.initial(timing, seed)
   }
 
-  /** Feeds one event at `at` (default: the current time; time never goes backwards) and returns its effects. */
-  send(event: Engine.Event, at: number = this.now): ReadonlyArray<Engine.Effect> {
+  /** Feeds one event at `at` (default: the current time; time never goes backwards) and returns its commands. */
+  send(event: Engine.Event, at: number = this.now): ReadonlyArray<Engine.Command> {
     if (at < this.now) throw new Error(`time goes backwards: ${at} < ${this.now}`)
     this.now = at
     if (event._tag === "Reply") this.pending.delete(event.requestId)
     if (event._tag === "Timer" && this.armed.get(event.key)?.id === event.id) this.armed.delete(event.key)
     const before = this.state
-    const [after, effects] = Engine.step(before, event, at)
+    const [after, commands] = Engine.step(before, event, at)
     this.state = after
-    for (const e of effects) {
+    for (const e of commands) {
       if (e._tag === "Call") this.pending.set(e.requestId, e)
       else if (e._tag === "Arm") this.armed.set(e.key, e)
       else if (e._tag === "Disarm") this.armed.delete(e.key)
     }
-    this.log.push({ at, event, before, after, effects })
-    return effects
+    this.log.push({ at, event, before, after, commands })
+    return commands
   }
 
-  /** Every effect produced so far, in order. */
-  get effects(): Array<Engine.Effect> {
-    return this.log.flatMap((entry) => entry.effects)
+  /** Every command produced so far, in order. */
+  get commands(): Array<Engine.Command> {
+    return this.log.flatMap((entry) => entry.commands)
   }
 
   /** Pending calls, optionally of one kind and about one lease name or group. */
@@ -265,13 +265,13 @@ export class Driver {
   }
 
   /** Answers a pending call (by value, or the one pending call of a kind/name). */
-  reply(target: Call | RequestTag, response: Engine.Response, at?: number, subjectName?: string): ReadonlyArray<Engine.Effect> {
+  reply(target: Call | RequestTag, response: Engine.Response, at?: number, subjectName?: string): ReadonlyArray<Engine.Command> {
     const c = typeof target === "string" ? this.call(target, subjectName) : target
     return this.send(replyEvent(c, response), at)
   }
 
   /** Answers the pending Acquire of `name`. */
-  acquireReply(name: string, response: Engine.Response, at?: number): ReadonlyArray<Engine.Effect> {
+  acquireReply(name: string, response: Engine.Response, at?: number): ReadonlyArray<Engine.Command> {
     return this.reply("Acquire", response, at, name)
   }
 
@@ -283,38 +283,38 @@ export class Driver {
   }
 
   /** Fires the timer armed under `key`, at its due time unless `at` is given. */
-  fire(key: string, at?: number): ReadonlyArray<Engine.Effect> {
+  fire(key: string, at?: number): ReadonlyArray<Engine.Command> {
     const arm = this.timer(key)
     return this.send(timerEvent(key, arm.id), at ?? Math.max(this.now, arm.at))
   }
 
-  /** Boot, answer the OpenSession with `sessionId`, return the effects of the reply. */
-  open(sessionId = "s1", remaining: number = this.timing.leaseDuration, at?: number): ReadonlyArray<Engine.Effect> {
+  /** Boot, answer the OpenSession with `sessionId`, return the commands of the reply. */
+  open(sessionId = "s1", remaining: number = this.timing.leaseDuration, at?: number): ReadonlyArray<Engine.Command> {
     if (this.calls("OpenSession").length === 0) this.send(boot)
     return this.reply("OpenSession", opened(sessionId, remaining), at)
   }
 
-  /** Starts an election (or lock) and returns the step's effects. */
-  start(handle: number, name: string, options?: Parameters<typeof start>[2]): ReadonlyArray<Engine.Effect> {
+  /** Starts an election (or lock) and returns the step's commands. */
+  start(handle: number, name: string, options?: Parameters<typeof start>[2]): ReadonlyArray<Engine.Command> {
     return this.send(start(handle, name, options))
   }
 
-  /** Start `name` and have the backend grant `token`: returns the `Elected` effect. */
+  /** Start `name` and have the backend grant `token`: returns the `Elected` command. */
   lead(
     handle: number,
     name: string,
     token: bigint,
     options?: Parameters<typeof start>[2]
-  ): Extract<Engine.Effect, { readonly _tag: "Elected" }> {
+  ): Extract<Engine.Command, { readonly _tag: "Elected" }> {
     this.start(handle, name, options)
-    const effects = this.acquireReply(name, granted(token))
-    const elected = only(effects, "Elected")
+    const commands = this.acquireReply(name, granted(token))
+    const elected = only(commands, "Elected")
     expect(elected, `elected on ${name}`).toHaveLength(1)
     return elected[0]!
   }
 
   /** Fires the renewal timer and answers it `Live` (15 s) listing `leases`, at 5,010 unless `at` is given. */
-  renewListing(leases: ReadonlyArray<readonly [string, bigint]>, at: number | undefined = 5_010): ReadonlyArray<Engine.Effect> {
+  renewListing(leases: ReadonlyArray<readonly [string, bigint]>, at: number | undefined = 5_010): ReadonlyArray<Engine.Command> {
     this.fire("renew")
     return this.reply("KeepAlive", live(15_000, leases), at)
   }

@@ -113,17 +113,17 @@ const simulate = (seed: number, steps: number): void => {
   let nextCompletion = 1
   const fail = (message: string): never => {
     throw new Error(`seed ${seed}, step ${d.log.length}, t=${d.now}: ${message}\n` +
-      d.log.slice(-(Number(process.env.SIM_LOG ?? 8))).map((e) => `  @${e.at} ${e.event._tag}${e.event._tag === "Reply" ? ` ${e.event.request._tag}/${e.event.response._tag}` : e.event._tag === "Timer" ? ` ${e.event.key}` : ""} -> ${e.effects.map(show).join("; ")}`).join("\n"))
+      d.log.slice(-(Number(process.env.SIM_LOG ?? 8))).map((e) => `  @${e.at} ${e.event._tag}${e.event._tag === "Reply" ? ` ${e.event.request._tag}/${e.event.response._tag}` : e.event._tag === "Timer" ? ` ${e.event.key}` : ""} -> ${e.commands.map(show).join("; ")}`).join("\n"))
   }
 
   const send = (event: Engine.Event, at = d.now) => {
     const before = d.state
     const replied = event._tag === "Reply" ? event.requestId : undefined
-    const effects = d.send(event, at)
+    const commands = d.send(event, at)
     const after = d.state
-    for (const e of effects) {
+    for (const e of commands) {
       if (closeDone && !(e._tag === "Complete" || (e._tag === "Call" && (e.request._tag === "Release" || e.request._tag === "CloseSession")))) {
-        fail(`effect after close completed: ${show(e)}`)
+        fail(`command after close completed: ${show(e)}`)
       }
       switch (e._tag) {
         case "Deadline":
@@ -189,7 +189,7 @@ const simulate = (seed: number, steps: number): void => {
       if (!t.revoked && d.now >= deadline) fail(`term ${t.name}#${t.token} still valid after its deadline ${deadline}`)
     }
     checkLiveness(after)
-    return effects
+    return commands
   }
 
   /** Nothing is ever stranded: everything waiting has a call in flight or a timer armed to move it on. */

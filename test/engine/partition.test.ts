@@ -43,8 +43,8 @@ const inGroup = (): { d: Driver; termOf: Map<number, number> } => {
   d.reply("Members", memberList("s2", "s1"), 30)
   const termOf = new Map<number, number>()
   for (const p of two) {
-    const effects = d.acquireReply(`${G}.${p}`, granted(BigInt(100 + p)), 40)
-    termOf.set(p, only(effects, "Elected")[0]!.termId)
+    const commands = d.acquireReply(`${G}.${p}`, granted(BigInt(100 + p)), 40)
+    termOf.set(p, only(commands, "Elected")[0]!.termId)
   }
   return { d, termOf }
 }
@@ -60,8 +60,8 @@ describe("Engine: partition groups", () => {
 
   it("Join completes, then sends one Join call for the live session", () => {
     const d = liveDriver()
-    const effects = d.send(joinGroup(1, G, N, 70), 10)
-    expect(shows(effects)).toEqual(["Complete 70 Ok", "Call Join g@s1"])
+    const commands = d.send(joinGroup(1, G, N, 70), 10)
+    expect(shows(commands)).toEqual(["Complete 70 Ok", "Call Join g@s1"])
   })
 
   it("Join before the session is open joins once it opens", () => {
@@ -76,14 +76,14 @@ describe("Engine: partition groups", () => {
     const d = liveDriver()
     d.send(joinGroup(1, G, N, 70), 10)
     expect(shows(d.reply("Join", joined, 20))).toEqual(["Call Members g"])
-    const effects = d.reply("Members", memberList("s2", "s1"), 30)
-    expect(shows(effects)).toEqual([
+    const commands = d.reply("Members", memberList("s2", "s1"), 30)
+    expect(shows(commands)).toEqual([
       "Publish GroupView g [s1,s2]",
       `Publish PartitionsAssigned g [${two.join(",")}]`,
       `Members g [s1,s2] owned [${two.join(",")}]`,
       ...two.flatMap((p) => [`Publish StatusChanged g.${p} CANDIDATE`, `Call Acquire g.${p}@s1`])
     ])
-    expect(only(effects, "Members")[0]).toMatchObject({ handle: 1, group: G })
+    expect(only(commands, "Members")[0]).toMatchObject({ handle: 1, group: G })
   })
 
   it("a granted partition is elected as kind partition with its group and number", () => {
@@ -92,26 +92,26 @@ describe("Engine: partition groups", () => {
     d.reply("Join", joined, 20)
     d.reply("Members", memberList("s1", "s2"), 30)
     const p = two[0]!
-    const effects = d.acquireReply(`${G}.${p}`, granted(9n), 40)
-    expect(only(effects, "Elected")).toMatchObject([
+    const commands = d.acquireReply(`${G}.${p}`, granted(9n), 40)
+    expect(only(commands, "Elected")).toMatchObject([
       { name: `${G}.${p}`, token: 9n, kind: "partition", group: G, partition: p, sessionId: "s1" }
     ])
-    expect(only(effects, "Elected")[0]!.handle).toBeLessThan(0) // engine-made handles are negative
+    expect(only(commands, "Elected")[0]!.handle).toBeLessThan(0) // engine-made handles are negative
   })
 
   it("a view change hands over (revoke, HANDOVER) only the partitions no longer owned", () => {
     const { d } = inGroup()
     d.send(groupChanged(G), 100)
-    const effects = d.reply("Members", memberList("s1", "s2", "s3"), 110)
-    const revoked = only(effects, "Revoked")
+    const commands = d.reply("Members", memberList("s1", "s2", "s3"), 110)
+    const revoked = only(commands, "Revoked")
     expect(revoked.map((r) => r.name).sort()).toEqual(lost.map((p) => `${G}.${p}`).sort())
     expect(revoked.every((r) => r.reason === "STOPPED")).toBe(true)
-    expect(published(effects)).toEqual(expect.arrayContaining([
+    expect(published(commands)).toEqual(expect.arrayContaining([
       "Publish GroupView g [s1,s2,s3]",
       `Publish PartitionsAssigned g [${three.join(",")}]`,
       ...lost.map((p) => `Publish StatusChanged g.${p} HANDOVER`)
     ]))
-    expect(callsOf(effects)).toEqual([]) // no release before the work exits
+    expect(callsOf(commands)).toEqual([]) // no release before the work exits
     for (const p of kept) expect(d.byName(`${G}.${p}`)?.status).toBe("LEADER")
     for (const p of lost) expect(d.byName(`${G}.${p}`)?.status).toBe("HANDOVER")
   })
@@ -122,8 +122,8 @@ describe("Engine: partition groups", () => {
     d.reply("Members", memberList("s1", "s2", "s3"), 110)
     const p = lost[0]!
     const handle = d.byName(`${G}.${p}`)!.handle
-    const effects = d.send(workExited(handle, termOf.get(p)!), 120)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(workExited(handle, termOf.get(p)!), 120)
+    expect(shows(commands)).toEqual([
       `Disarm handover:${handle}`,
       `Call Release g.${p}#${100 + p}@s1`,
       `Publish StatusChanged g.${p} STOPPED`
@@ -141,8 +141,8 @@ describe("Engine: partition groups", () => {
     const { d } = inGroup()
     d.fire("renew")
     const leases = two.map((p) => [`${G}.${p}`, BigInt(100 + p)] as const)
-    const effects = d.reply("KeepAlive", live(15_000, leases, [[G, ["s1", "s2", "s3"]]]), 5_010)
-    expect(only(effects, "Revoked").map((r) => r.name).sort()).toEqual(lost.map((p) => `${G}.${p}`).sort())
+    const commands = d.reply("KeepAlive", live(15_000, leases, [[G, ["s1", "s2", "s3"]]]), 5_010)
+    expect(only(commands, "Revoked").map((r) => r.name).sort()).toEqual(lost.map((p) => `${G}.${p}`).sort())
   })
 
   it("a member leaving gives us the partitions we now win, as new candidates", () => {
@@ -151,8 +151,8 @@ describe("Engine: partition groups", () => {
     d.reply("Join", joined, 20)
     d.reply("Members", memberList("s1", "s2", "s3"), 30)
     d.send(groupChanged(G), 40)
-    const effects = d.reply("Members", memberList("s1", "s2"), 50)
-    expect(callsOf(effects, "Acquire").map((c) => c.request)).toEqual(
+    const commands = d.reply("Members", memberList("s1", "s2"), 50)
+    expect(callsOf(commands, "Acquire").map((c) => c.request)).toEqual(
       lost.map((p) => ({ _tag: "Acquire", sessionId: "s1", name: `${G}.${p}` }))
     )
   })
@@ -184,9 +184,9 @@ describe("Engine: partition groups", () => {
 
   it("Leave stops every partition (with handover), then sends Leave and completes", () => {
     const { d, termOf } = inGroup()
-    const effects = d.send(leaveGroup(1, 71), 100)
-    expect(only(effects, "Revoked")).toHaveLength(two.length)
-    expect(only(effects, "Complete")).toEqual([])
+    const commands = d.send(leaveGroup(1, 71), 100)
+    expect(only(commands, "Revoked")).toHaveLength(two.length)
+    expect(only(commands, "Complete")).toEqual([])
     let last: ReadonlyArray<unknown> = []
     for (const p of two) {
       const handle = d.byName(`${G}.${p}`)!.handle
@@ -210,8 +210,8 @@ describe("Engine: partition groups", () => {
   it("a failed Join is retried after renewInterval/2 + jitter", () => {
     const d = liveDriver()
     d.send(joinGroup(1, G, N, 70), 10)
-    const effects = d.reply("Join", failed(), 20)
-    expect(published(effects)).toEqual(["Publish BackendFailed join"])
+    const commands = d.reply("Join", failed(), 20)
+    expect(published(commands)).toEqual(["Publish BackendFailed join"])
     const at = d.timer("join:1").at
     expect(at).toBeGreaterThanOrEqual(20 + 2_500)
     expect(at).toBeLessThan(20 + 5_000)
@@ -221,8 +221,8 @@ describe("Engine: partition groups", () => {
   it("a Join answered Expired ends the session; the new session joins again and recomputes the view", () => {
     const d = liveDriver()
     d.send(joinGroup(1, G, N, 70), 10)
-    const effects = d.reply("Join", expired, 20)
-    expect(published(effects)).toContain("Publish SessionEnded s1 SESSION_EXPIRED")
+    const commands = d.reply("Join", expired, 20)
+    expect(published(commands)).toContain("Publish SessionEnded s1 SESSION_EXPIRED")
     d.reply("OpenSession", opened("s9"), 30)
     d.reply("Join", joined, 40)
     const view = d.reply("Members", memberList("s9", "s2"), 50)
@@ -233,7 +233,7 @@ describe("Engine: partition groups", () => {
     const { d } = inGroup()
     d.fire("renew")
     const leases = two.map((p) => [`${G}.${p}`, BigInt(100 + p)] as const)
-    const effects = d.reply("KeepAlive", live(15_000, leases, []), 5_010)
-    expect(ops(effects)).toContain("Call Join g@s1")
+    const commands = d.reply("KeepAlive", live(15_000, leases, []), 5_010)
+    expect(ops(commands)).toContain("Call Join g@s1")
   })
 })

@@ -43,8 +43,8 @@ describe("Engine: versioned renewals", () => {
     d.fire("renew", 5_000)
     d.reply("KeepAlive", liveV("7", [["a", 1n]]), 5_010)
     d.fire("renew", 10_000)
-    const effects = d.reply("KeepAlive", liveV("7", undefined), 10_010)
-    expect(ops(effects).filter((op) => op.startsWith("Revoked") || op.includes("Release"))).toEqual([])
+    const commands = d.reply("KeepAlive", liveV("7", undefined), 10_010)
+    expect(ops(commands).filter((op) => op.startsWith("Revoked") || op.includes("Release"))).toEqual([])
     expect(d.byName("a")?.term?.token).toBe(1n)
   })
 
@@ -56,8 +56,8 @@ describe("Engine: versioned renewals", () => {
     d.reply("KeepAlive", liveV("7", []), 5_010)
     d.lead(1, "a", 1n)
     d.fire("renew", 10_000)
-    const effects = d.reply("KeepAlive", liveV("7", undefined), 10_010)
-    expect(ops(effects)).toContain("Revoked a#1 TAKEN_OVER")
+    const commands = d.reply("KeepAlive", liveV("7", undefined), 10_010)
+    expect(ops(commands)).toContain("Revoked a#1 TAKEN_OVER")
   })
 
   it("a lease in the remembered list that nobody wants is released again on an unchanged reply", () => {
@@ -74,8 +74,8 @@ describe("Engine: versioned renewals", () => {
     const d = liveDriver()
     d.lead(1, "a", 1n)
     d.fire("renew", 5_000)
-    const effects = d.reply("KeepAlive", liveV("9", undefined), 5_010)
-    expect(published(effects).some((event) => event.startsWith("Publish BackendFailed keepAlive"))).toBe(true)
+    const commands = d.reply("KeepAlive", liveV("9", undefined), 5_010)
+    expect(published(commands).some((event) => event.startsWith("Publish BackendFailed keepAlive"))).toBe(true)
     expect(d.session.status).toBe("SUSPENDED")
     expect(d.session.leaseView).toBeUndefined()
   })

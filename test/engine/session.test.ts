@@ -28,8 +28,8 @@ import {
 describe("Engine: opening a session", () => {
   it("Boot sends exactly one OpenSession with ttl = leaseDuration and timeout = renewInterval", () => {
     const d = new Driver()
-    const effects = d.send(boot, 0)
-    expect(effects).toEqual([
+    const commands = d.send(boot, 0)
+    expect(commands).toEqual([
       { _tag: "Call", requestId: expect.any(Number), sentAt: 0, timeout: 5_000, request: { _tag: "OpenSession", ttl: 15_000 } }
     ])
     expect(d.session.status).toBe("OPENING")
@@ -40,10 +40,10 @@ describe("Engine: opening a session", () => {
     const d = new Driver()
     d.send(boot, 1_000)
     // The reply takes 200 ms: the deadline counts from the send time, not the receive time.
-    const effects = d.reply("OpenSession", opened("s1", 15_000), 1_200)
+    const commands = d.reply("OpenSession", opened("s1", 15_000), 1_200)
     const deadline = 1_000 + 15_000 * 0.99 - 50
     expect(deadline).toBe(15_800)
-    expect(shows(effects)).toEqual([
+    expect(shows(commands)).toEqual([
       "Publish SessionOpened s1",
       "Deadline #1 15800",
       "Arm deadline @15800",
@@ -57,8 +57,8 @@ describe("Engine: opening a session", () => {
     d.send(boot, 0)
     expect(shows(d.send(start(1, "a")))).toEqual(["Complete 1001 Ok", "Publish StatusChanged a CANDIDATE"])
     expect(shows(d.send(start(2, "b")))).toEqual(["Complete 1002 Ok", "Publish StatusChanged b CANDIDATE"])
-    const effects = d.reply("OpenSession", opened("s1"), 10)
-    expect(ops(effects)).toEqual([
+    const commands = d.reply("OpenSession", opened("s1"), 10)
+    expect(ops(commands)).toEqual([
       "Deadline #1 14800",
       "Arm deadline @14800",
       "Arm renew @5000",
@@ -70,12 +70,12 @@ describe("Engine: opening a session", () => {
   it("a failed OpenSession publishes BackendFailed and retries after renewInterval/2 + jitter", () => {
     const d = new Driver()
     d.send(boot, 0)
-    const effects = d.reply("OpenSession", failed("connection refused"), 100)
-    expect(published(effects)).toEqual(["Publish BackendFailed openSession"])
+    const commands = d.reply("OpenSession", failed("connection refused"), 100)
+    expect(published(commands)).toEqual(["Publish BackendFailed openSession"])
     const arm = d.timer("open")
     expect(arm.at).toBeGreaterThanOrEqual(100 + 2_500)
     expect(arm.at).toBeLessThan(100 + 2_500 + 2_500)
-    expect(callsOf(effects)).toEqual([])
+    expect(callsOf(commands)).toEqual([])
     const retry = d.fire("open")
     expect(ops(retry)).toEqual(["Call OpenSession"])
     expect(d.session.seq).toBe(2)
@@ -85,8 +85,8 @@ describe("Engine: opening a session", () => {
     const d = new Driver()
     d.send(boot, 0)
     // remaining 1000 → deadline 0 + 990 − 50 = 940, but the reply arrives at 1000.
-    const effects = d.reply("OpenSession", opened("s1", 1_000), 1_000)
-    expect(ops(effects)).toEqual(["Call CloseSession s1", "Arm open @1100"])
+    const commands = d.reply("OpenSession", opened("s1", 1_000), 1_000)
+    expect(ops(commands)).toEqual(["Call CloseSession s1", "Arm open @1100"])
     expect(d.session.status).toBe("OPENING")
     expect(d.session.id).toBeUndefined()
   })
@@ -99,8 +99,8 @@ describe("Engine: opening a session", () => {
     d.fire("open")
     const second = d.call("OpenSession")
     // The first request's reply comes again (a duplicate / late delivery) with a session: close it.
-    const effects = d.send(replyEvent(first, opened("s-old")))
-    expect(ops(effects)).toEqual(["Call CloseSession s-old"])
+    const commands = d.send(replyEvent(first, opened("s-old")))
+    expect(ops(commands)).toEqual(["Call CloseSession s-old"])
     expect(d.session.opening).toBe(second.requestId)
   })
 })
@@ -108,9 +108,9 @@ describe("Engine: opening a session", () => {
 describe("Engine: renewal", () => {
   it("the renew timer sends one KeepAlive for the session with ttl = leaseDuration", () => {
     const d = liveDriver()
-    const effects = d.fire("renew")
+    const commands = d.fire("renew")
     expect(d.now).toBe(5_000)
-    expect(effects).toEqual([
+    expect(commands).toEqual([
       {
         _tag: "Call",
         requestId: expect.any(Number),
@@ -124,8 +124,8 @@ describe("Engine: renewal", () => {
   it("a successful renewal moves the deadline to sentAt + remaining × (1 − drift) − margin and re-arms renew", () => {
     const d = liveDriver()
     d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000), 5_300)
-    expect(ops(effects)).toEqual([
+    const commands = d.reply("KeepAlive", live(15_000), 5_300)
+    expect(ops(commands)).toEqual([
       `Deadline #1 ${deadlineOf(5_000, 15_000)}`,
       `Arm deadline @${deadlineOf(5_000, 15_000)}`,
       "Arm renew @10000"
@@ -140,11 +140,11 @@ describe("Engine: renewal", () => {
     expect(d.session.deadline).toBe(deadlineOf(0, 20_000)) // 19750
     d.fire("renew")
     // This reply alone would give 5000 + 11880 − 50 = 16830 < 19750.
-    const effects = d.reply("KeepAlive", live(12_000), 5_010)
-    expect(only(effects, "Deadline")).toEqual([{ _tag: "Deadline", sessionSeq: 1, deadline: 19_750 }])
+    const commands = d.reply("KeepAlive", live(12_000), 5_010)
+    expect(only(commands, "Deadline")).toEqual([{ _tag: "Deadline", sessionSeq: 1, deadline: 19_750 }])
     expect(d.session.deadline).toBe(19_750)
     expect(d.timer("deadline").at).toBe(19_750)
-    expect(published(effects)).toEqual([]) // 11830 of validity still fits two renewals: not shortened
+    expect(published(commands)).toEqual([]) // 11830 of validity still fits two renewals: not shortened
   })
 
   it("a renewal is not sent while one is in flight (rule 6), and a stale renew timer is ignored", () => {
@@ -161,8 +161,8 @@ describe("Engine: renewal", () => {
   it("a failed renewal makes the session SUSPENDED and retries after half the time left", () => {
     const d = liveDriver() // deadline 14800
     d.fire("renew")
-    const effects = d.reply("KeepAlive", failed("timeout"), 5_100)
-    expect(shows(effects)).toEqual([
+    const commands = d.reply("KeepAlive", failed("timeout"), 5_100)
+    expect(shows(commands)).toEqual([
       "Publish BackendFailed keepAlive",
       "Publish SessionSuspended s1",
       `Arm renew @${5_100 + (14_800 - 5_100) / 2}` // 9950
@@ -201,8 +201,8 @@ describe("Engine: renewal", () => {
     d.fire("renew")
     d.reply("KeepAlive", failed(), 5_000)
     d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000), 10_000)
-    expect(published(effects)).toContain("Publish SessionLive s1")
+    const commands = d.reply("KeepAlive", live(15_000), 10_000)
+    expect(published(commands)).toContain("Publish SessionLive s1")
     expect(d.session.status).toBe("LIVE")
     expect(d.session.deadline).toBe(deadlineOf(9_900, 15_000))
   })
@@ -211,8 +211,8 @@ describe("Engine: renewal", () => {
     const d = liveDriver()
     d.fire("renew")
     d.reply("KeepAlive", failed(), 5_000)
-    const effects = d.send(start(1, "a"), 5_010)
-    expect(callsOf(effects)).toEqual([])
+    const commands = d.send(start(1, "a"), 5_010)
+    expect(callsOf(commands)).toEqual([])
     expect(d.election(1)?.status).toBe("CANDIDATE")
   })
 
@@ -225,9 +225,9 @@ describe("Engine: renewal", () => {
     const retry = d.fire("retry:1")
     expect(callsOf(retry)).toEqual([]) // suspended: no acquire now
     d.fire("renew")
-    const effects = d.reply("KeepAlive", live(15_000), 9_950)
+    const commands = d.reply("KeepAlive", live(15_000), 9_950)
     expect(d.session.status).toBe("LIVE")
-    expect(ops(effects)).toContain("Call Acquire a@s1")
+    expect(ops(commands)).toContain("Call Acquire a@s1")
   })
 })
 
@@ -237,9 +237,9 @@ describe("Engine: the local deadline passes", () => {
     d.lead(1, "a", 7n)
     d.fire("renew")
     d.reply("KeepAlive", failed(), 5_000)
-    const effects = d.fire("deadline") // at 14800
+    const commands = d.fire("deadline") // at 14800
     expect(d.now).toBe(14_800)
-    expect(shows(effects)).toEqual([
+    expect(shows(commands)).toEqual([
       "Revoked a#7 DEADLINE_PASSED",
       "Publish Revoked a#7 DEADLINE_PASSED",
       "Publish StatusChanged a CANDIDATE",
@@ -259,9 +259,9 @@ describe("Engine: the local deadline passes", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
     // A hint arrives at 20000 (a process pause: the deadline timer never fired).
-    const effects = d.send({ _tag: "Hint", hint: { _tag: "Released", name: "other" } }, 20_000)
-    expect(shows(effects).slice(0, 2)).toEqual(["Revoked a#7 DEADLINE_PASSED", "Publish Revoked a#7 DEADLINE_PASSED"])
-    expect(ops(effects)).toContain("Call OpenSession")
+    const commands = d.send({ _tag: "Hint", hint: { _tag: "Released", name: "other" } }, 20_000)
+    expect(shows(commands).slice(0, 2)).toEqual(["Revoked a#7 DEADLINE_PASSED", "Publish Revoked a#7 DEADLINE_PASSED"])
+    expect(ops(commands)).toContain("Call OpenSession")
   })
 
   it("a keepAlive reply arriving after the deadline never revives the session", () => {
@@ -270,10 +270,10 @@ describe("Engine: the local deadline passes", () => {
     d.fire("renew")
     const keepAlive = d.call("KeepAlive")
     // The KeepAlive hangs; the reply comes at 14900, after the deadline (14800), with no timer before it.
-    const effects = d.send(replyEvent(keepAlive, live(15_000, [["a", 7n]])), 14_900)
-    expect(shows(effects).slice(0, 1)).toEqual(["Revoked a#7 DEADLINE_PASSED"])
-    expect(only(effects, "Deadline")).toEqual([])
-    expect(only(effects, "Elected")).toEqual([])
+    const commands = d.send(replyEvent(keepAlive, live(15_000, [["a", 7n]])), 14_900)
+    expect(shows(commands).slice(0, 1)).toEqual(["Revoked a#7 DEADLINE_PASSED"])
+    expect(only(commands, "Deadline")).toEqual([])
+    expect(only(commands, "Elected")).toEqual([])
     expect(d.session.status).toBe("OPENING")
   })
 
@@ -291,8 +291,8 @@ describe("Engine: the local deadline passes", () => {
   it("the new session's terms never reuse the old session's deadline (Deadline is per incarnation)", () => {
     const d = liveDriver()
     d.fire("deadline")
-    const effects = d.reply("OpenSession", opened("s2"), 15_000)
-    expect(only(effects, "Deadline")).toEqual([{ _tag: "Deadline", sessionSeq: 2, deadline: deadlineOf(14_800, 15_000) }])
+    const commands = d.reply("OpenSession", opened("s2"), 15_000)
+    expect(only(commands, "Deadline")).toEqual([{ _tag: "Deadline", sessionSeq: 2, deadline: deadlineOf(14_800, 15_000) }])
   })
 })
 
@@ -301,8 +301,8 @@ describe("Engine: the backend expires the session", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
     d.fire("renew")
-    const effects = d.reply("KeepAlive", expired, 5_100)
-    expect(shows(effects)).toEqual([
+    const commands = d.reply("KeepAlive", expired, 5_100)
+    expect(shows(commands)).toEqual([
       "Revoked a#7 SESSION_EXPIRED",
       "Publish Revoked a#7 SESSION_EXPIRED",
       "Publish StatusChanged a CANDIDATE",
@@ -319,9 +319,9 @@ describe("Engine: the backend expires the session", () => {
   it("an acquire answered Expired for the current session ends it the same way", () => {
     const d = liveDriver()
     d.start(1, "a")
-    const effects = d.acquireReply("a", expired, 100)
-    expect(published(effects)).toContain("Publish SessionEnded s1 SESSION_EXPIRED")
-    expect(ops(effects)).toContain("Call OpenSession")
+    const commands = d.acquireReply("a", expired, 100)
+    expect(published(commands)).toContain("Publish SessionEnded s1 SESSION_EXPIRED")
+    expect(ops(commands)).toContain("Call OpenSession")
   })
 
   it("an acquire answered Expired for an older session does not end the current one", () => {
@@ -332,8 +332,8 @@ describe("Engine: the backend expires the session", () => {
     d.start(1, "a")
     const staleCall = { ...d.call("Acquire", "a"), request: { _tag: "Acquire" as const, sessionId: "s1", name: "a" } }
     // Forge a reply to the current attempt as if it had gone to s1: the engine checks the session id.
-    const effects = d.send(replyEvent(staleCall, expired), 5_020)
-    expect(published(effects)).not.toContain("Publish SessionEnded s2 SESSION_EXPIRED")
+    const commands = d.send(replyEvent(staleCall, expired), 5_020)
+    expect(published(commands)).not.toContain("Publish SessionEnded s2 SESSION_EXPIRED")
     expect(d.session).toMatchObject({ id: "s2", status: "LIVE" })
   })
 })
@@ -343,14 +343,14 @@ describe("Engine: a backend that grants less than leaseDuration", () => {
     const d = new Driver()
     d.send(boot, 0)
     // 6000 granted → local validity 6000 × 0.99 − 50 = 5890 < 2 × renewInterval.
-    const effects = d.reply("OpenSession", opened("s1", 6_000), 10)
-    return { d, effects }
+    const commands = d.reply("OpenSession", opened("s1", 6_000), 10)
+    return { d, commands }
   }
 
   it("publishes SessionLeaseShortened and renews every third of the granted local validity", () => {
-    const { d, effects } = shortDriver()
+    const { d, commands } = shortDriver()
     const every = 5_890 / 3
-    expect(shows(effects)).toEqual([
+    expect(shows(commands)).toEqual([
       "Publish SessionOpened s1",
       `Publish SessionLeaseShortened s1 granted=6000 every=${every}`,
       "Deadline #1 5890",
@@ -375,8 +375,8 @@ describe("Engine: a backend that grants less than leaseDuration", () => {
     let count = 0
     for (let i = 0; i < 5; i++) {
       d.fire("renew")
-      const effects = d.reply("KeepAlive", live(6_000), d.now)
-      count += published(effects).filter((p) => p.startsWith("Publish SessionLeaseShortened")).length
+      const commands = d.reply("KeepAlive", live(6_000), d.now)
+      count += published(commands).filter((p) => p.startsWith("Publish SessionLeaseShortened")).length
     }
     expect(count).toBe(0)
     expect(d.session.status).toBe("LIVE")
@@ -392,8 +392,8 @@ describe("Engine: a backend that grants less than leaseDuration", () => {
     d.lead(1, "a", 1n)
     for (let i = 0; i < 30; i++) {
       d.fire("renew")
-      const effects = d.reply("KeepAlive", live(6_000, [["a", 1n]]), d.now + 20)
-      expect(only(effects, "Revoked")).toEqual([])
+      const commands = d.reply("KeepAlive", live(6_000, [["a", 1n]]), d.now + 20)
+      expect(only(commands, "Revoked")).toEqual([])
     }
     expect(d.now).toBeGreaterThan(30 * 1_900)
     expect(d.byName("a")?.status).toBe("LEADER")
@@ -402,7 +402,7 @@ describe("Engine: a backend that grants less than leaseDuration", () => {
   it("a full-length grant is not shortened", () => {
     const d = liveDriver()
     expect(d.session.every).toBe(timing.renewInterval)
-    expect(d.log.flatMap((e) => published(e.effects)).some((p) => p.includes("Shortened"))).toBe(false)
+    expect(d.log.flatMap((e) => published(e.commands)).some((p) => p.includes("Shortened"))).toBe(false)
   })
 })
 
@@ -418,18 +418,18 @@ describe("Engine: replays are exact", () => {
     { at: 5_010, event: (d: Driver) => replyEvent(d.call("KeepAlive"), failed()) }
   ]
 
-  it("the same events with the same seed give the same effects, jitter included", () => {
+  it("the same events with the same seed give the same commands, jitter included", () => {
     const one = drive(script, { seed: 5 })
     const two = drive(script, { seed: 5 })
-    expect(one.effects.map(show)).toEqual(two.effects.map(show))
-    expect(one.effects.map(show)).toContain("Publish SessionSuspended s1")
+    expect(one.commands.map(show)).toEqual(two.commands.map(show))
+    expect(one.commands.map(show)).toContain("Publish SessionSuspended s1")
     expect(one.state).toEqual(two.state)
   })
 
   it("another seed changes only the jitter", () => {
     const one = drive(script, { seed: 5 })
     const other = drive(script, { seed: 6 })
-    const strip = (d: Driver) => d.effects.map((e) => e._tag === "Arm" && e.key.startsWith("retry") ? e.key : show(e))
+    const strip = (d: Driver) => d.commands.map((e) => e._tag === "Arm" && e.key.startsWith("retry") ? e.key : show(e))
     expect(strip(one)).toEqual(strip(other))
     expect(one.timer("retry:1").at).not.toBe(other.timer("retry:1").at)
   })

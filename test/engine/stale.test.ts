@@ -26,8 +26,8 @@ describe("Engine rule 1: a reply to an abandoned attempt", () => {
     d.start(1, "a")
     const attempt = d.call("Acquire", "a")
     d.send(stop(1, 9), 100)
-    const effects = d.send(replyEvent(attempt, granted(4n)), 200)
-    expect(effects).toEqual([
+    const commands = d.send(replyEvent(attempt, granted(4n)), 200)
+    expect(commands).toEqual([
       {
         _tag: "Call",
         requestId: expect.any(Number),
@@ -49,8 +49,8 @@ describe("Engine rule 1: a reply to an abandoned attempt", () => {
   it("an old attempt's grant is not adopted by a new election of the same name", () => {
     const d = liveDriver()
     const { current, old } = d.restartDuringAcquire("a")
-    const effects = d.send(replyEvent(old, granted(4n)), 200)
-    expect(shows(effects)).toEqual(["Call Release a#4@s1"])
+    const commands = d.send(replyEvent(old, granted(4n)), 200)
+    expect(shows(commands)).toEqual(["Call Release a#4@s1"])
     expect(d.election(2)).toMatchObject({ status: "CANDIDATE", attempt: current.requestId, term: undefined })
     expect(shows(d.send(replyEvent(current, granted(5n)), 210))).toContain("Elected a#5")
   })
@@ -62,8 +62,8 @@ describe("Engine rule 1: a reply to an abandoned attempt", () => {
     d.fire("renew")
     d.reply("KeepAlive", expired, 5_000)
     d.reply("OpenSession", opened("s2"), 5_010)
-    const effects = d.send(replyEvent(old, granted(4n)), 5_020)
-    expect(shows(effects)).toEqual(["Call Release a#4@s1"])
+    const commands = d.send(replyEvent(old, granted(4n)), 5_020)
+    expect(shows(commands)).toEqual(["Call Release a#4@s1"])
     expect(d.election(1)?.term).toBeUndefined()
     expect(d.calls("Acquire", "a").map((c) => c.request)).toEqual([{ _tag: "Acquire", sessionId: "s2", name: "a" }])
   })
@@ -86,17 +86,17 @@ describe("Engine rule 1: two attempts of one name in flight for one session (acq
   it("the abandoned attempt's grant does not release the lease the current term holds with that token", () => {
     const { d, first, second } = race()
     expect(shows(d.send(replyEvent(second, granted(5n)), 200))).toContain("Elected L#5")
-    const effects = d.send(replyEvent(first, granted(5n)), 210)
-    expect(callsOf(effects)).toEqual([])
+    const commands = d.send(replyEvent(first, granted(5n)), 210)
+    expect(callsOf(commands)).toEqual([])
     expect(d.election(2)).toMatchObject({ status: "LEADER", term: { token: 5n, revoked: false } })
   })
 
   it("when the abandoned grant comes back first it is released, and the same token is then refused", () => {
     const { d, first, second } = race()
     expect(shows(d.send(replyEvent(first, granted(5n)), 200))).toEqual(["Call Release L#5@s1"])
-    const effects = d.send(replyEvent(second, granted(5n)), 210)
-    expect(only(effects, "Elected")).toEqual([])
-    expect(ops(effects)).toEqual(["Call Release L#5@s1", expect.stringMatching(/^Arm retry:2 @/)])
+    const commands = d.send(replyEvent(second, granted(5n)), 210)
+    expect(only(commands, "Elected")).toEqual([])
+    expect(ops(commands)).toEqual(["Call Release L#5@s1", expect.stringMatching(/^Arm retry:2 @/)])
     d.fire("retry:2")
     expect(shows(d.acquireReply("L", granted(6n)))).toContain("Elected L#6")
   })
@@ -108,10 +108,10 @@ describe("Engine rule 1: a grant arriving after the deadline", () => {
     const d = liveDriver()
     d.start(1, "a")
     const attempt = d.call("Acquire", "a")
-    const effects = d.send(replyEvent(attempt, granted(4n)), 14_900)
-    expect(only(effects, "Elected")).toEqual([])
-    expect(shows(effects)).toContain("Call Release a#4@s1")
-    expect(shows(effects)).toContain("Publish SessionEnded s1 DEADLINE_PASSED")
+    const commands = d.send(replyEvent(attempt, granted(4n)), 14_900)
+    expect(only(commands, "Elected")).toEqual([])
+    expect(shows(commands)).toContain("Call Release a#4@s1")
+    expect(shows(commands)).toContain("Publish SessionEnded s1 DEADLINE_PASSED")
     expect(d.election(1)).toMatchObject({ status: "CANDIDATE", term: undefined })
   })
 
@@ -120,8 +120,8 @@ describe("Engine rule 1: a grant arriving after the deadline", () => {
     d.start(1, "a")
     const attempt = d.call("Acquire", "a")
     d.fire("deadline")
-    const effects = d.send(replyEvent(attempt, granted(4n)), 14_900)
-    expect(shows(effects)).toEqual(["Call Release a#4@s1"])
+    const commands = d.send(replyEvent(attempt, granted(4n)), 14_900)
+    expect(shows(commands)).toEqual(["Call Release a#4@s1"])
   })
 })
 
@@ -136,17 +136,17 @@ describe("Engine rule 1: a grant whose token is not above one this session relea
 
   it("a grant with the released token is released again, not adopted, and the candidate retries", () => {
     const d = afterStepDown()
-    const effects = d.acquireReply("a", granted(7n), 1_200)
-    expect(only(effects, "Elected")).toEqual([])
-    expect(ops(effects)).toEqual(["Call Release a#7@s1", expect.stringMatching(/^Arm retry:1 @/)])
+    const commands = d.acquireReply("a", granted(7n), 1_200)
+    expect(only(commands, "Elected")).toEqual([])
+    expect(ops(commands)).toEqual(["Call Release a#7@s1", expect.stringMatching(/^Arm retry:1 @/)])
     expect(d.election(1)).toMatchObject({ status: "CANDIDATE", term: undefined })
   })
 
   it("a grant with a lower token is not adopted either", () => {
     const d = afterStepDown()
-    const effects = d.acquireReply("a", granted(6n), 1_200)
-    expect(only(effects, "Elected")).toEqual([])
-    expect(shows(effects)).toContain("Call Release a#6@s1")
+    const commands = d.acquireReply("a", granted(6n), 1_200)
+    expect(only(commands, "Elected")).toEqual([])
+    expect(shows(commands)).toContain("Call Release a#6@s1")
   })
 
   it("a grant with a larger token is adopted", () => {
@@ -165,8 +165,8 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("a held lease missing from the reply: revoked TAKEN_OVER, back to CANDIDATE, retry; no release", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    const effects = d.renewListing([])
-    expect(shows(effects)).toEqual([
+    const commands = d.renewListing([])
+    expect(shows(commands)).toEqual([
       "Deadline #1 19800",
       "Arm deadline @19800",
       "Arm renew @10000",
@@ -177,7 +177,7 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
       "Publish StatusChanged a CANDIDATE",
       expect.stringMatching(/^Arm retry:1 @/)
     ])
-    expect(callsOf(effects)).toEqual([])
+    expect(callsOf(commands)).toEqual([])
     const retry = d.timer("retry:1").at
     expect(retry).toBeGreaterThanOrEqual(5_010 + 2_500)
     expect(retry).toBeLessThan(5_010 + 5_000)
@@ -187,8 +187,8 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("a held lease listed with another token is taken over too, and that other lease (unwanted) is released", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n, { kind: "lock" })
-    const effects = d.renewListing([["a", 9n]])
-    const names = shows(effects)
+    const commands = d.renewListing([["a", 9n]])
+    const names = shows(commands)
     expect(names).toContain("Revoked a#7 TAKEN_OVER")
     expect(names).toContain("Call Release a#9@s1")
     expect(names.indexOf("Revoked a#7 TAKEN_OVER")).toBeLessThan(names.indexOf("Call Release a#9@s1"))
@@ -206,8 +206,8 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
 
   it("an owned lease that no election holds or is acquiring is released with its token", () => {
     const d = liveDriver()
-    const effects = d.renewListing([["ghost", 3n]])
-    expect(ops(effects)).toEqual([
+    const commands = d.renewListing([["ghost", 3n]])
+    expect(ops(commands)).toEqual([
       "Deadline #1 19800",
       "Arm deadline @19800",
       "Arm renew @10000",
@@ -218,8 +218,8 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
   it("an owned lease an election is acquiring right now is kept", () => {
     const d = liveDriver()
     d.start(1, "a")
-    const effects = d.renewListing([["a", 3n]])
-    expect(callsOf(effects)).toEqual([])
+    const commands = d.renewListing([["a", 3n]])
+    expect(callsOf(commands)).toEqual([])
   })
 
   it("an owned lease whose election is cooling down is released", () => {
@@ -228,8 +228,8 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
     d.send(stepDown(1, 60_000, 60), 100)
     d.fire("renew")
     // The earlier release was lost: the backend still lists a#7 for us.
-    const effects = d.reply("KeepAlive", live(15_000, [["a", 7n]]), 5_010)
-    expect(shows(callsOf(effects))).toEqual(["Call Release a#7@s1"])
+    const commands = d.reply("KeepAlive", live(15_000, [["a", 7n]]), 5_010)
+    expect(shows(callsOf(commands))).toEqual(["Call Release a#7@s1"])
   })
 
   it("a term adopted after the keepAlive was sent is not taken over by that reply", () => {
@@ -240,9 +240,9 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
     const keepAlive = d.call("KeepAlive")
     d.send(replyEvent(attempt, granted(7n)), 5_005)
     expect(d.election(1)?.status).toBe("LEADER")
-    const effects = d.send(replyEvent(keepAlive, live(15_000, [])), 5_010)
-    expect(only(effects, "Revoked")).toEqual([])
-    expect(callsOf(effects)).toEqual([])
+    const commands = d.send(replyEvent(keepAlive, live(15_000, [])), 5_010)
+    expect(only(commands, "Revoked")).toEqual([])
+    expect(callsOf(commands)).toEqual([])
     expect(d.election(1)?.status).toBe("LEADER")
     // The next renewal, sent after the adoption, does take it over if it omits the lease.
     expect(shows(d.renewListing([], 10_010))).toContain("Revoked a#7 TAKEN_OVER")
@@ -252,10 +252,10 @@ describe("Engine rule 3: the renewal reply's lease list", () => {
     const d = liveDriver()
     const elected = d.lead(1, "a", 7n, { hasWork: true })
     d.send(stop(1, 50), 1_000)
-    const effects = d.renewListing([])
-    expect(only(effects, "Revoked")).toEqual([])
-    expect(callsOf(effects)).toEqual([])
-    expect(shows(effects)).toEqual(expect.arrayContaining(["Disarm handover:1", "Publish StatusChanged a STOPPED", "Complete 50 Ok"]))
+    const commands = d.renewListing([])
+    expect(only(commands, "Revoked")).toEqual([])
+    expect(callsOf(commands)).toEqual([])
+    expect(shows(commands)).toEqual(expect.arrayContaining(["Disarm handover:1", "Publish StatusChanged a STOPPED", "Complete 50 Ok"]))
     expect(d.send(workExited(1, elected.termId), 5_020)).toEqual([])
   })
 })

@@ -28,8 +28,8 @@ import {
 /** One lease duration on our clock, drift and margin included (`quietPeriod` in the engine). */
 const quiet = timing.leaseDuration * (1 + timing.drift) + timing.margin
 
-const regressions = (effects: ReadonlyArray<Engine.Effect>) =>
-  only(effects, "Publish").map((p) => p.event).filter((e) => e._tag === "TokenRegressed")
+const regressions = (commands: ReadonlyArray<Engine.Command>) =>
+  only(commands, "Publish").map((p) => p.event).filter((e) => e._tag === "TokenRegressed")
 
 describe("Engine rule 7: a token at or below one seen is reported and not adopted at once", () => {
   it("a lock granted a lower token than the previous lock of the name saw: reported, given back, quiet, then adopted", () => {
@@ -38,10 +38,10 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     d.send(stop(1, 11), 100)
     d.reply("Release", { _tag: "Done" }, 110)
     d.start(2, "L", { kind: "lock" })
-    const effects = d.acquireReply("L", granted(3n), 200)
-    expect(published(effects)).toContain("Publish TokenRegressed L seen=5 token=3")
-    expect(only(effects, "Elected")).toEqual([])
-    expect(shows(effects)).toContain("Call Release L#3@s1")
+    const commands = d.acquireReply("L", granted(3n), 200)
+    expect(published(commands)).toContain("Publish TokenRegressed L seen=5 token=3")
+    expect(only(commands, "Elected")).toEqual([])
+    expect(shows(commands)).toContain("Call Release L#3@s1")
     // No acquire before the quiet period is over, not even on a `released` hint.
     expect(d.timer("retry:2").at).toBeGreaterThanOrEqual(200 + quiet)
     expect(callsOf(d.send(released("L"), 1_000), "Acquire")).toEqual([])
@@ -63,8 +63,8 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     d.acquireReply("a", heldBy(9n, 1_000), 10)
     d.fire("retry:1")
     d.acquireReply("a", heldBy(1n, 1_000)) // regression: a is quiet
-    const effects = d.send({ ...start(2, "b", { kind: "lock" }) }, d.now)
-    expect(callsOf(effects, "Acquire")).toHaveLength(1) // another name is not quiet
+    const commands = d.send({ ...start(2, "b", { kind: "lock" }) }, d.now)
+    expect(callsOf(commands, "Acquire")).toHaveLength(1) // another name is not quiet
     d.send(stop(1, 12))
     const tried = d.send({ ...start(3, "a", { kind: "lock" }), tryCompletion: 77 } as Engine.Event)
     expect(callsOf(tried, "Acquire")).toEqual([])
@@ -77,10 +77,10 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     d.fire("renew")
     d.reply("KeepAlive", expired, 5_010)
     d.reply("OpenSession", opened("s2"), 5_020)
-    const effects = d.acquireReply("a", granted(1n), 5_030)
-    expect(regressions(effects)).toEqual([expect.objectContaining({ name: "a", seen: 5n, token: 1n })])
-    expect(only(effects, "Elected")).toEqual([])
-    expect(shows(effects)).toContain("Call Release a#1@s2")
+    const commands = d.acquireReply("a", granted(1n), 5_030)
+    expect(regressions(commands)).toEqual([expect.objectContaining({ name: "a", seen: 5n, token: 1n })])
+    expect(only(commands, "Elected")).toEqual([])
+    expect(shows(commands)).toContain("Call Release a#1@s2")
   })
 
   it.each([
@@ -91,9 +91,9 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     d.start(1, "a")
     d.acquireReply("a", heldBy(held, 1_000), 10)
     d.send(released("a"), 20)
-    const effects = d.acquireReply("a", granted(grant), 30)
-    expect(published(effects)).toContain(`Publish TokenRegressed a seen=${held} token=${grant}`)
-    expect(only(effects, "Elected")).toEqual([])
+    const commands = d.acquireReply("a", granted(grant), 30)
+    expect(published(commands)).toContain(`Publish TokenRegressed a seen=${held} token=${grant}`)
+    expect(only(commands, "Elected")).toEqual([])
   })
 
   it("a HeldBy below a token seen before the request was sent is a regression (the store restarted under a holder)", () => {
@@ -101,17 +101,17 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
     d.start(1, "a")
     d.acquireReply("a", heldBy(9n, 1_000), 10)
     d.fire("retry:1")
-    const effects = d.acquireReply("a", heldBy(1n, 1_000))
-    expect(published(effects)).toContain("Publish TokenRegressed a seen=9 token=1")
+    const commands = d.acquireReply("a", heldBy(1n, 1_000))
+    expect(published(commands)).toContain("Publish TokenRegressed a seen=9 token=1")
   })
 
   it("a renewal listing our lease with a lower token: reported, the term revoked TAKEN_OVER, the low lease given back", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    const effects = d.renewListing([["a", 2n]])
-    expect(published(effects)).toContain("Publish TokenRegressed a seen=7 token=2")
-    expect(shows(effects)).toContain("Revoked a#7 TAKEN_OVER")
-    expect(shows(effects)).toContain("Call Release a#2@s1")
+    const commands = d.renewListing([["a", 2n]])
+    expect(published(commands)).toContain("Publish TokenRegressed a seen=7 token=2")
+    expect(shows(commands)).toContain("Revoked a#7 TAKEN_OVER")
+    expect(shows(commands)).toContain("Call Release a#2@s1")
     // The retry finds the name quiet: no acquire, the retry waits for the quiet period to end.
     expect(callsOf(d.fire("retry:1"), "Acquire")).toEqual([])
     expect(d.timer("retry:1").at).toBe(5_010 + quiet)
@@ -120,8 +120,8 @@ describe("Engine rule 7: a token at or below one seen is reported and not adopte
   it("a renewal no longer listing a lease of the live session: reported with no token, no quiet period", () => {
     const d = liveDriver()
     d.lead(1, "a", 7n)
-    const effects = d.renewListing([])
-    expect(regressions(effects)).toEqual([expect.objectContaining({ name: "a", seen: 7n, token: undefined })])
+    const commands = d.renewListing([])
+    expect(regressions(commands)).toEqual([expect.objectContaining({ name: "a", seen: 7n, token: undefined })])
     expect(d.timer("retry:1").at).toBeLessThan(5_010 + quiet)
   })
 })
@@ -137,7 +137,7 @@ describe("Engine rule 7: what is not a regression", () => {
     d.acquireReply("a", granted(4n))
     d.fire("renew")
     d.reply("KeepAlive", live(15_000, [["a", 4n]]))
-    expect(regressions(d.effects)).toEqual([])
+    expect(regressions(d.commands)).toEqual([])
     expect(d.byName("a")?.term?.token).toBe(4n)
   })
 
@@ -147,16 +147,16 @@ describe("Engine rule 7: what is not a regression", () => {
     const attempt = d.call("Acquire", "a")
     // A hand-off to another session is heard before our (older) acquire's answer.
     d.send({ _tag: "Hint", hint: { _tag: "Granted", name: "a", to: "s9", token: 9n } }, 10)
-    const effects = d.send(replyEvent(attempt, heldBy(8n, 1_000)), 20)
-    expect(regressions(effects)).toEqual([])
+    const commands = d.send(replyEvent(attempt, heldBy(8n, 1_000)), 20)
+    expect(regressions(commands)).toEqual([])
   })
 
   it("a late grant to an abandoned attempt is not reported (it may predate what was seen since)", () => {
     const d = liveDriver()
     const { current, old } = d.restartDuringAcquire("a")
     d.send(replyEvent(current, granted(6n)), 160)
-    const effects = d.send(replyEvent(old, granted(5n)), 200)
-    expect(regressions(effects)).toEqual([])
+    const commands = d.send(replyEvent(old, granted(5n)), 200)
+    expect(regressions(commands)).toEqual([])
   })
 
   it("a pushed grant at or below a token seen is never adopted (a late hint), and not reported", () => {
@@ -165,10 +165,10 @@ describe("Engine rule 7: what is not a regression", () => {
     d.send(stop(1, 11), 100)
     d.start(2, "a")
     d.acquireReply("a", heldBy(1n, 1_000), 200) // the store restarted: reported once
-    const effects = d.send({ _tag: "Hint", hint: { _tag: "Granted", name: "a", to: "s1", token: 5n } }, 300)
-    expect(only(effects, "Elected")).toEqual([])
-    expect(shows(effects)).toContain("Call Release a#5@s1")
-    expect(regressions(effects)).toEqual([])
+    const commands = d.send({ _tag: "Hint", hint: { _tag: "Granted", name: "a", to: "s1", token: 5n } }, 300)
+    expect(only(commands, "Elected")).toEqual([])
+    expect(shows(commands)).toContain("Call Release a#5@s1")
+    expect(regressions(commands)).toEqual([])
   })
 })
 

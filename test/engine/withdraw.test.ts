@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest"
 import { close, granted, heldBy, liveDriver, ops, replyEvent, shows, stepDown, stop } from "./harness.js"
 
-const withdrawals = (effects: Parameters<typeof ops>[0]) => shows(effects).filter((e) => e.startsWith("Call Withdraw"))
+const withdrawals = (commands: Parameters<typeof ops>[0]) => shows(commands).filter((e) => e.startsWith("Call Withdraw"))
 
 describe("Engine: withdrawing from the waiter queue", () => {
   it("a queued lock that stops (timeout, interruption: both are a Stop) withdraws", () => {
@@ -27,9 +27,9 @@ describe("Engine: withdrawing from the waiter queue", () => {
     d.acquireReply("a", heldBy(3n, 1_000), 10)
     d.fire("retry:1")
     d.acquireReply("a", granted(4n))
-    const effects = d.send(stop(1, 60))
-    expect(withdrawals(effects)).toEqual([])
-    expect(shows(effects)).toContain("Call Release a#4@s1")
+    const commands = d.send(stop(1, 60))
+    expect(withdrawals(commands)).toEqual([])
+    expect(shows(commands)).toContain("Call Release a#4@s1")
   })
 
   it("a lock queued behind another lock of the same name in this client keeps the session's place", () => {
@@ -37,10 +37,10 @@ describe("Engine: withdrawing from the waiter queue", () => {
     d.start(1, "a", { kind: "lock" })
     d.start(2, "a", { kind: "lock" })
     d.acquireReply("a", heldBy(3n, 1_000), 10)
-    const effects = d.send(stop(1, 60), 100)
-    expect(withdrawals(effects)).toEqual([])
+    const commands = d.send(stop(1, 60), 100)
+    expect(withdrawals(commands)).toEqual([])
     // The next lock takes over the candidacy (and the session's place in the backend's queue).
-    expect(shows(effects)).toContain("Call Acquire a@s1")
+    expect(shows(commands)).toContain("Call Acquire a@s1")
     d.acquireReply("a", heldBy(3n, 1_000), 110)
     expect(withdrawals(d.send(stop(2, 61), 200))).toEqual(["Call Withdraw a@s1"])
   })

@@ -18,8 +18,8 @@ describe("Engine: failed work steps down", () => {
   it("revokes STEPPED_DOWN, releases with the token, COOLDOWN until now + backoff, then competes again", () => {
     const d = liveDriver()
     const elected = d.lead(1, "a", 7n, { hasWork: true })
-    const effects = d.send(failedWork(1, elected.termId, 2_000), 1_000)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(failedWork(1, elected.termId, 2_000), 1_000)
+    expect(shows(commands)).toEqual([
       "Revoked a#7 STEPPED_DOWN",
       "Publish Revoked a#7 STEPPED_DOWN",
       "Call Release a#7@s1",
@@ -42,8 +42,8 @@ describe("Engine: failed work steps down", () => {
     const d = liveDriver()
     const elected = d.lead(1, "a", 7n, { hasWork: true })
     d.send(stop(1, 50), 1_000)
-    const effects = d.send(failedWork(1, elected.termId, 2_000), 1_100)
-    expect(ops(effects)).toEqual(["Disarm handover:1", "Call Release a#7@s1", "Complete 50 Ok"])
+    const commands = d.send(failedWork(1, elected.termId, 2_000), 1_100)
+    expect(ops(commands)).toEqual(["Disarm handover:1", "Call Release a#7@s1", "Complete 50 Ok"])
     expect(d.election(1)).toBeUndefined()
   })
 
@@ -54,8 +54,8 @@ describe("Engine: failed work steps down", () => {
     d.reply("Members", memberList("s1"), 30)
     const elected = only(d.acquireReply("g.0", granted(5n), 40), "Elected")[0]!
     d.acquireReply("g.1", granted(6n), 40)
-    const effects = d.send(failedWork(elected.handle, elected.termId, 1_000), 100)
-    expect(shows(effects)).toEqual([
+    const commands = d.send(failedWork(elected.handle, elected.termId, 1_000), 100)
+    expect(shows(commands)).toEqual([
       "Revoked g.0#5 STEPPED_DOWN",
       "Publish Revoked g.0#5 STEPPED_DOWN",
       "Call Release g.0#5@s1",

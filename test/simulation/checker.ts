@@ -66,7 +66,7 @@ export type TraceEntry =
     readonly inc: number
     readonly local: number
     readonly event: Engine.Event
-    readonly effects: ReadonlyArray<Engine.Effect>
+    readonly commands: ReadonlyArray<Engine.Command>
   }
   | { readonly _tag: "note"; readonly t: number; readonly text: string | (() => string) }
 
@@ -88,7 +88,7 @@ export interface StepInfo {
   readonly step: number
   readonly local: number
   readonly event: Engine.Event
-  readonly effects: ReadonlyArray<Engine.Effect>
+  readonly commands: ReadonlyArray<Engine.Command>
   readonly prev: Engine.State
 }
 
@@ -198,45 +198,45 @@ export class Checker {
   // -------------------------------------------------------------------------------------------------
 
   afterStep(info: StepInfo): void {
-    const { client, effects, event, inc, step, t } = info
+    const { client, commands, event, inc, step, t } = info
     const here = ns(client, inc)
     const adopted: Array<TermRecord> = []
-    for (const effect of effects) {
-      switch (effect._tag) {
+    for (const command of commands) {
+      switch (command._tag) {
         case "Call":
-          this.sentStep.set(`${here}/${effect.requestId}`, step)
+          this.sentStep.set(`${here}/${command.requestId}`, step)
           break
         case "Deadline":
-          this.deadlines.set(`${here}/${effect.sessionSeq}`, effect.deadline)
+          this.deadlines.set(`${here}/${command.sessionSeq}`, command.deadline)
           break
         case "Elected": {
-          if (this.closedIncs.has(here)) throw new Violation(`${here}: Elected ${effect.name} after its close completed`)
-          if (this.stopped.has(`${here}/${effect.handle}`)) {
-            throw new Violation(`${here}: Elected ${effect.name} (handle ${effect.handle}) after its stop completed`)
+          if (this.closedIncs.has(here)) throw new Violation(`${here}: Elected ${command.name} after its close completed`)
+          if (this.stopped.has(`${here}/${command.handle}`)) {
+            throw new Violation(`${here}: Elected ${command.name} (handle ${command.handle}) after its stop completed`)
           }
-          const key = `${here}/${effect.termId}`
-          if (this.terms.has(key)) throw new Violation(`${here}: term ${effect.termId} elected twice`)
+          const key = `${here}/${command.termId}`
+          if (this.terms.has(key)) throw new Violation(`${here}: term ${command.termId} elected twice`)
           for (const other of this.active) {
-            if (other.client === client && other.inc === inc && other.handle === effect.handle) {
+            if (other.client === client && other.inc === inc && other.handle === command.handle) {
               throw new Violation(
-                `${here}: Elected ${effect.name} token ${effect.token} while term ${other.termId} (token ${other.token}) of the same election is not revoked`
+                `${here}: Elected ${command.name} token ${command.token} while term ${other.termId} (token ${other.token}) of the same election is not revoked`
               )
             }
           }
-          const exempt = this.exemptSessions.has(effect.sessionId)
+          const exempt = this.exemptSessions.has(command.sessionId)
             ? "session ended early by the backend"
-            : this.exemptLeases.has(`${effect.sessionId}/${effect.name}/${effect.token}`)
+            : this.exemptLeases.has(`${command.sessionId}/${command.name}/${command.token}`)
             ? "lease lost by the backend"
             : undefined
           const term: TermRecord = {
             client,
             inc,
-            termId: effect.termId,
-            handle: effect.handle,
-            name: effect.name,
-            token: effect.token,
-            sessionId: effect.sessionId,
-            sessionSeq: effect.sessionSeq,
+            termId: command.termId,
+            handle: command.handle,
+            name: command.name,
+            token: command.token,
+            sessionId: command.sessionId,
+            sessionSeq: command.sessionSeq,
             adoptedAt: t,
             adoptedStep: step,
             revokedAt: undefined,
@@ -249,37 +249,37 @@ export class Checker {
           this.active.add(term)
           adopted.push(term)
           this.termsAdopted++
-          this.count(`elected ${effect.kind}`)
+          this.count(`elected ${command.kind}`)
           if (exempt === undefined) {
-            const last = this.lastToken.get(effect.name)
-            if (last !== undefined && effect.token <= last) {
+            const last = this.lastToken.get(command.name)
+            if (last !== undefined && command.token <= last) {
               throw new Violation(
-                `tokens of ${effect.name} must strictly increase in order of adoption: ${here} adopted ${effect.token} after ${last}`
+                `tokens of ${command.name} must strictly increase in order of adoption: ${here} adopted ${command.token} after ${last}`
               )
             }
-            this.lastToken.set(effect.name, effect.token)
+            this.lastToken.set(command.name, command.token)
           }
           break
         }
         case "Revoked": {
-          if (this.closedIncs.has(here)) throw new Violation(`${here}: Revoked ${effect.name} after its close completed`)
-          if (this.stopped.has(`${here}/${effect.handle}`)) {
-            throw new Violation(`${here}: Revoked ${effect.name} (handle ${effect.handle}) after its stop completed`)
+          if (this.closedIncs.has(here)) throw new Violation(`${here}: Revoked ${command.name} after its close completed`)
+          if (this.stopped.has(`${here}/${command.handle}`)) {
+            throw new Violation(`${here}: Revoked ${command.name} (handle ${command.handle}) after its stop completed`)
           }
-          const term = this.terms.get(`${here}/${effect.termId}`)
-          if (term === undefined) throw new Violation(`${here}: Revoked term ${effect.termId} that was never elected`)
+          const term = this.terms.get(`${here}/${command.termId}`)
+          if (term === undefined) throw new Violation(`${here}: Revoked term ${command.termId} that was never elected`)
           if (term.revokedAt !== undefined) {
-            throw new Violation(`${here}: term ${effect.termId} (${effect.name} token ${effect.token}) revoked twice`)
+            throw new Violation(`${here}: term ${command.termId} (${command.name} token ${command.token}) revoked twice`)
           }
-          if (term.handle !== effect.handle || term.name !== effect.name || term.token !== effect.token) {
-            throw new Violation(`${here}: Revoked term ${effect.termId} does not match its Elected`)
+          if (term.handle !== command.handle || term.name !== command.name || term.token !== command.token) {
+            throw new Violation(`${here}: Revoked term ${command.termId} does not match its Elected`)
           }
           term.revokedAt = t
-          term.reason = effect.reason
-          this.count(`revoked ${effect.reason}`)
-          if (t >= this.stableFrom && t < this.stableUntil && effect.reason !== "STOPPED" && effect.reason !== "STEPPED_DOWN") {
+          term.reason = command.reason
+          this.count(`revoked ${command.reason}`)
+          if (t >= this.stableFrom && t < this.stableUntil && command.reason !== "STOPPED" && command.reason !== "STEPPED_DOWN") {
             throw new Violation(
-              `${here}: ${effect.name} token ${effect.token} revoked ${effect.reason} in the quiet phase, after the system should have settled (t >= ${
+              `${here}: ${command.name} token ${command.token} revoked ${command.reason} in the quiet phase, after the system should have settled (t >= ${
                 fmt(this.stableFrom)
               })`
             )
@@ -291,7 +291,7 @@ export class Checker {
           // Rule 7 (regressions made loud) must never cry wolf: the model's tokens only rise, so a
           // regression is a false alarm (a reordered message read as the store going back), and a
           // lease missing from a live session's renewal happens only after a lost-lease fault.
-          const ev = effect.event
+          const ev = command.event
           if (ev._tag !== "TokenRegressed") break
           this.count(`token regression reported${ev.token === undefined ? " (lease lost)" : ""}`)
           if (ev.token !== undefined) {
@@ -303,9 +303,9 @@ export class Checker {
           break
         }
         case "Complete": {
-          const key = `${here}/${effect.completion}`
+          const key = `${here}/${command.completion}`
           const pending = this.pending.get(key)
-          if (pending === undefined) throw new Violation(`${here}: completion ${effect.completion} completed twice or never asked`)
+          if (pending === undefined) throw new Violation(`${here}: completion ${command.completion} completed twice or never asked`)
           this.pending.delete(key)
           if (pending.kind === "stop" || pending.kind === "stepDown") {
             for (const term of this.active) {
@@ -317,7 +317,7 @@ export class Checker {
             }
             if (pending.kind === "stop") this.stopped.add(`${here}/${pending.handle}`)
           }
-          if (pending.kind === "close" && effect.outcome._tag === "Ok") {
+          if (pending.kind === "close" && command.outcome._tag === "Ok") {
             for (const term of this.active) {
               if (term.client === client && term.inc === inc) {
                 throw new Violation(`${here}: close completed before term ${term.termId} (${term.name}) was revoked`)
@@ -333,9 +333,9 @@ export class Checker {
     }
     if (!this.rules) return
     // R2: a term is revoked before its lease is released.
-    for (const effect of effects) {
-      if (effect._tag !== "Call" || effect.request._tag !== "Release") continue
-      const { name, sessionId, token } = effect.request
+    for (const command of commands) {
+      if (command._tag !== "Call" || command.request._tag !== "Release") continue
+      const { name, sessionId, token } = command.request
       for (const term of this.active) {
         if (term.client === client && term.inc === inc && term.sessionId === sessionId && term.name === name && term.token === token) {
           throw new Violation(`${here}: released ${name} token ${token} while its term ${term.termId} is not revoked (R2: revoke first)`)
@@ -355,7 +355,7 @@ export class Checker {
   }
 
   private checkReply(info: StepInfo): void {
-    const { client, effects, inc, prev } = info
+    const { client, commands, inc, prev } = info
     const event = info.event as Extract<Engine.Event, { _tag: "Reply" }>
     const { request, response } = event
     const here = ns(client, inc)
@@ -365,7 +365,7 @@ export class Checker {
       const ours = Array.from(prev.elections.values()).some((e) =>
         e.name === request.name && e.term?.sessionId === request.sessionId && e.term.token === response.token
       )
-      const handled = ours || effects.some((e) =>
+      const handled = ours || commands.some((e) =>
         (e._tag === "Elected" && e.name === request.name && e.token === response.token) ||
         (e._tag === "Call" && e.request._tag === "Release" && e.request.name === request.name &&
           e.request.token === response.token && e.request.sessionId === request.sessionId)
@@ -585,7 +585,7 @@ export const formatEvent = (e: Engine.Event): string => {
   }
 }
 
-export const formatEffect = (e: Engine.Effect): string | undefined => {
+export const formatCommand = (e: Engine.Command): string | undefined => {
   switch (e._tag) {
     case "Call":
       return `Call#${e.requestId} ${formatRequest(e.request)}`
@@ -612,8 +612,8 @@ export const formatEffect = (e: Engine.Effect): string | undefined => {
 
 const formatEntry = (entry: TraceEntry): string => {
   if (entry._tag === "note") return `  t=${fmt(entry.t)}  ${typeof entry.text === "string" ? entry.text : entry.text()}`
-  const effects = entry.effects.map(formatEffect).filter((x): x is string => x !== undefined)
+  const commands = entry.commands.map(formatCommand).filter((x): x is string => x !== undefined)
   return `  t=${fmt(entry.t)} ${ns(entry.client, entry.inc)} L=${fmt(entry.local)}  ${formatEvent(entry.event)}${
-    effects.length === 0 ? "" : `\n      => ${effects.join(", ")}`
+    commands.length === 0 ? "" : `\n      => ${commands.join(", ")}`
   }`
 }

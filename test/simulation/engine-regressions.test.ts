@@ -21,26 +21,26 @@ const timing: Timing = {
   minBackoff: 20
 }
 
-/** Drives one engine; remembers every effect and answers calls by request id. */
+/** Drives one engine; remembers every command and answers calls by request id. */
 const driver = () => {
   let state = engine.initial(timing, 1)
-  const calls: Array<Extract<Engine.Effect, { _tag: "Call" }>> = []
-  const arms = new Map<string, Extract<Engine.Effect, { _tag: "Arm" }>>()
-  const step = (event: Engine.Event, now: number): ReadonlyArray<Engine.Effect> => {
-    const [next, effects] = engine.step(state, event, now)
+  const calls: Array<Extract<Engine.Command, { _tag: "Call" }>> = []
+  const arms = new Map<string, Extract<Engine.Command, { _tag: "Arm" }>>()
+  const step = (event: Engine.Event, now: number): ReadonlyArray<Engine.Command> => {
+    const [next, commands] = engine.step(state, event, now)
     state = next
-    for (const e of effects) {
+    for (const e of commands) {
       if (e._tag === "Call") calls.push(e)
       if (e._tag === "Arm") arms.set(e.key, e)
     }
-    return effects
+    return commands
   }
   const lastCall = (tag: Engine.Request["_tag"]) => {
     const call = calls.filter((c) => c.request._tag === tag).at(-1)
     if (call === undefined) throw new Error(`no ${tag} call`)
     return call
   }
-  const reply = (call: Extract<Engine.Effect, { _tag: "Call" }>, response: Engine.Response, now: number) =>
+  const reply = (call: Extract<Engine.Command, { _tag: "Call" }>, response: Engine.Response, now: number) =>
     step({ _tag: "Reply", requestId: call.requestId, sentAt: call.sentAt, request: call.request, response }, now)
   const fire = (key: string, now: number) => {
     const arm = arms.get(key)
@@ -50,8 +50,8 @@ const driver = () => {
   return { step, reply, fire, lastCall, arms }
 }
 
-const releases = (effects: ReadonlyArray<Engine.Effect>) =>
-  effects.filter((e) => e._tag === "Call" && e.request._tag === "Release")
+const releases = (commands: ReadonlyArray<Engine.Command>) =>
+  commands.filter((e) => e._tag === "Call" && e.request._tag === "Release")
 
 describe("engine regressions found by the simulation", () => {
   it("a lease released as unclaimed at renewal is not adopted when a retried acquire races the release", () => {

@@ -2,7 +2,7 @@
  * Renewal replies reconcile only the names not settled against the lease list (see `reconcileLeases`
  * and `nextView`). Differential check: during simulated runs, every renewal reply (listing the leases
  * or saying they are unchanged) is also stepped from the same state without a lease view, which
- * reconciles every name; both must give the same effects and state (ids, instants and the order of
+ * reconciles every name; both must give the same commands and state (ids, instants and the order of
  * independent names aside). 10,000 seeds were checked this way when it was written; this keeps a few.
  */
 import { describe, expect, it } from "vitest"
@@ -15,7 +15,7 @@ const normal = (value: unknown): string =>
   JSON.stringify(value, (key, v) =>
     typeof v === "bigint" ? `${v}n` : ordinal.has(key) ? (v === undefined ? "none" : "some") : v)
 
-const effectsKey = (effects: ReadonlyArray<Engine.Effect>) => effects.map(normal).sort()
+const commandsKey = (commands: ReadonlyArray<Engine.Command>) => commands.map(normal).sort()
 
 const stateKey = (s: Engine.State) =>
   normal({
@@ -49,7 +49,7 @@ describe("renewal reconciliation", () => {
           now
         )
         compared++
-        expect(effectsKey(result[1])).toEqual(effectsKey(full[1]))
+        expect(commandsKey(result[1])).toEqual(commandsKey(full[1]))
         expect(stateKey(result[0])).toEqual(stateKey(full[0]))
         return result
       }

@@ -376,7 +376,7 @@ export interface RunOptions {
 }
 
 type Ev = EngineModule.Event
-type CallEffect = Extract<EngineModule.Effect, { _tag: "Call" }>
+type CallCommand = Extract<EngineModule.Command, { _tag: "Call" }>
 
 class World {
   readonly rng: Rng
@@ -539,43 +539,43 @@ class World {
   step(c: Incarnation, event: Ev): void {
     const local = c.clock.local(this.now)
     const prev = c.state
-    const [next, effects] = this.engine.step(prev, event, local)
+    const [next, commands] = this.engine.step(prev, event, local)
     c.state = next
     c.steps++
     this.steps++
-    this.checker.record({ _tag: "step", t: this.now, client: c.client, inc: c.inc, local, event, effects })
-    for (const effect of effects) this.perform(c, effect)
-    this.checker.afterStep({ t: this.now, client: c.client, inc: c.inc, step: c.steps, local, event, effects, prev })
+    this.checker.record({ _tag: "step", t: this.now, client: c.client, inc: c.inc, local, event, commands })
+    for (const command of commands) this.perform(c, command)
+    this.checker.afterStep({ t: this.now, client: c.client, inc: c.inc, step: c.steps, local, event, commands, prev })
   }
 
-  perform(c: Incarnation, effect: EngineModule.Effect): void {
-    switch (effect._tag) {
+  perform(c: Incarnation, command: EngineModule.Command): void {
+    switch (command._tag) {
       case "Call":
-        return this.send(c, effect)
+        return this.send(c, command)
       case "Arm": {
-        const previous = c.timers.get(effect.key)
+        const previous = c.timers.get(command.key)
         if (previous !== undefined) previous.cancelled = true
-        const ev: Ev = { _tag: "Timer", key: effect.key, id: effect.id }
-        const item: Item = this.at(c.clock.trueAt(effect.at, this.now), () => {
-          if (c.timers.get(effect.key) !== item) return
-          c.timers.delete(effect.key)
+        const ev: Ev = { _tag: "Timer", key: command.key, id: command.id }
+        const item: Item = this.at(c.clock.trueAt(command.at, this.now), () => {
+          if (c.timers.get(command.key) !== item) return
+          c.timers.delete(command.key)
           this.deliver(c, ev)
         })
-        c.timers.set(effect.key, item)
+        c.timers.set(command.key, item)
         return
       }
       case "Disarm": {
-        const item = c.timers.get(effect.key)
+        const item = c.timers.get(command.key)
         if (item !== undefined) item.cancelled = true
-        c.timers.delete(effect.key)
+        c.timers.delete(command.key)
         return
       }
       case "Elected":
-        return this.onElected(c, effect)
+        return this.onElected(c, command)
       case "Revoked":
-        return this.onRevoked(c, effect)
+        return this.onRevoked(c, command)
       case "Complete":
-        return this.onComplete(c, effect)
+        return this.onComplete(c, command)
       default:
         return
     }
@@ -593,7 +593,7 @@ class World {
     return this.rng.chance(net.slowChance) ? this.rng.range(0, net.slowMax) : this.rng.range(0, net.baseDelay)
   }
 
-  send(c: Incarnation, call: CallEffect): void {
+  send(c: Incarnation, call: CallCommand): void {
     const net = this.faulty ? this.p.net : this.p.quietNet
     const { rng } = this
     const deadlineLocal = call.sentAt + call.timeout
@@ -755,11 +755,11 @@ class World {
     }
   }
 
-  onComplete(c: Incarnation, effect: Extract<EngineModule.Effect, { _tag: "Complete" }>): void {
-    const pending = c.completions.get(effect.completion)
+  onComplete(c: Incarnation, command: Extract<EngineModule.Command, { _tag: "Complete" }>): void {
+    const pending = c.completions.get(command.completion)
     if (pending === undefined) return
-    c.completions.delete(effect.completion)
-    if (pending.kind === "start" && effect.outcome._tag === "Ok" && pending.handle !== undefined) {
+    c.completions.delete(command.completion)
+    if (pending.kind === "start" && command.outcome._tag === "Ok" && pending.handle !== undefined) {
       const info = c.handles.get(pending.handle)
       if (info !== undefined) info.started = true
     }
@@ -773,8 +773,8 @@ class World {
     }
   }
 
-  onElected(c: Incarnation, effect: Extract<EngineModule.Effect, { _tag: "Elected" }>): void {
-    const info = c.handles.get(effect.handle)
+  onElected(c: Incarnation, command: Extract<EngineModule.Command, { _tag: "Elected" }>): void {
+    const info = c.handles.get(command.handle)
     if (info !== undefined) {
       info.started = true
       info.elected = true
@@ -786,29 +786,29 @@ class World {
         })
       }
     }
-    const hasWork = effect.handle < 0 || info?.hasWork === true
+    const hasWork = command.handle < 0 || info?.hasWork === true
     if (!hasWork) return
     const u = this.rng.next()
     const plan: WorkPlan = { prompt: u < 0.75, exitItem: undefined, exited: false }
-    c.work.set(effect.termId, plan)
+    c.work.set(command.termId, plan)
     if (u > 0.85) {
       // The work finishes on its own while the term goes on.
       // Half of those fail: the shell then asks the engine to step down for a backoff.
       const stepDown = this.rng.next() < 0.5 ? this.rng.range(0, 2 * this.p.timing.leaseDuration) : undefined
       plan.exitItem = this.at(
         this.now + this.rng.range(0, 2 * this.p.timing.leaseDuration),
-        () => this.workExit(c, effect.handle, effect.termId, stepDown)
+        () => this.workExit(c, command.handle, command.termId, stepDown)
       )
     }
   }
 
-  onRevoked(c: Incarnation, effect: Extract<EngineModule.Effect, { _tag: "Revoked" }>): void {
-    const plan = c.work.get(effect.termId)
+  onRevoked(c: Incarnation, command: Extract<EngineModule.Command, { _tag: "Revoked" }>): void {
+    const plan = c.work.get(command.termId)
     if (plan === undefined || plan.exited) return
     if (plan.exitItem !== undefined) plan.exitItem.cancelled = true
     // Interrupted: most work exits at once, some only after a while (an uninterruptible region).
     const delay = plan.prompt ? this.rng.range(0, 30) : this.rng.range(0, 1.5 * this.p.timing.leaseDuration)
-    plan.exitItem = this.at(this.now + delay, () => this.workExit(c, effect.handle, effect.termId))
+    plan.exitItem = this.at(this.now + delay, () => this.workExit(c, command.handle, command.termId))
   }
 
   workExit(c: Incarnation, handle: number, termId: number, stepDown?: number): void {
