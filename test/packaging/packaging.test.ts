@@ -195,7 +195,7 @@ describe("the packed library in a fresh project", () => {
       }
     )
     const expected: Record<string, RegExp> = {
-      redis: /\bioredis\b/,
+      redis: /needs the package ioredis\b.*npm install ioredis@\^5/,
       postgres: /npm install @effect\/sql@\^0\.52 @effect\/sql-pg@\^0\.53/,
       mysql: /npm install @effect\/sql@\^0\.52 @effect\/sql-mysql2@\^0\.53/,
       zookeeper: /needs the package zookeeper\b.*npm install zookeeper@~7\.3/
