@@ -26,7 +26,7 @@ export interface SimbaConfigInput {
   readonly retryJitter?: Duration.DurationInput | undefined
   /** Lower bound of the backoff after a failed renewal. Default 100 ms. */
   readonly minBackoff?: Duration.DurationInput | undefined
-  /** The lowest level of the client's lifecycle logs (README "Logs"); "None" silences them. Default "Info". */
+  /** The lowest level of the client's lifecycle logs (docs/operations.md, "Logs"); "None" silences them. Default "Info". */
   readonly logLevel?: LogLevelName | undefined
 }
 

@@ -31,7 +31,7 @@ export type SimbaEvent = Data.TaggedEnum<{
    * The store answered a token of `name` at or below `seen`, the highest this client had seen for it
    * (from a grant, a hand-off grant, a renewal's lease list or a `HeldBy`): the store lost state
    * (restart without persistence, a flush, a deleted lease). `token` is `undefined` when a renewal no
-   * longer lists a lease the live session held. See the README, "Token regressions".
+   * longer lists a lease the live session held. See docs/operations.md, "Token regressions".
    */
   TokenRegressed: { readonly name: string; readonly seen: bigint; readonly token: bigint | undefined }
 }>

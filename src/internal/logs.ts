@@ -1,5 +1,5 @@
 /**
- * The client's lifecycle logs (README "Logs"), derived in one place from the events the engine
+ * The client's lifecycle logs (docs/operations.md, "Logs"), derived in one place from the events the engine
  * publishes (`loop.ts` calls `log` for each), so every log line has an event on `Simba.events` and
  * the levels are decided here only. Lines below the client's `logLevel` are not written ("None"
  * silences them all); Effect's own minimum log level (Info by default) applies as well.

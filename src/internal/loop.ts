@@ -46,7 +46,7 @@ const perform = (shell: Shell, command: Engine.Command, now: number, loop: LoopF
       Completions.complete(shell, command.completion, command.outcome)
       return undefined
     case "Publish": {
-      // Every lifecycle log line comes from here (README "Logs"); most events write none.
+      // Every lifecycle log line comes from here (docs/operations.md, "Logs"); most events write none.
       const log = Logs.log(shell, command.event, command.kind)
       if (log === undefined) {
         shell.pubsub.unsafeOffer(command.event)

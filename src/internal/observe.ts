@@ -1,6 +1,6 @@
 /**
  * `observe`: the client's current state replayed as events, then every live event, with nothing
- * missed or repeated in between (README "Observing from the start"). The subscription is taken and
+ * missed or repeated in between (docs/operations.md, "Events"). The subscription is taken and
  * the state read by the loop itself, between two steps (a `Task`): a step's state and its published
  * events go together, so every event is either reflected in the replayed state or delivered live,
  * never both, and `Elected`/`Revoked` still pair up.
