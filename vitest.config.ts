@@ -26,6 +26,11 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 20_000,
     hookTimeout: 60_000,
-    pool: "forks"
+    pool: "forks",
+    // Effect's log lines below Warning (the clients' lifecycle Info, Debug) are not printed, so a
+    // failure is not buried in them; `TEST_LOGS=all` prints them. Tests that assert on logs capture
+    // them with a logger of their own (no console), and other console output is kept.
+    onConsoleLog: (log) =>
+      process.env["TEST_LOGS"] !== "all" && /^timestamp=\S+ level=(TRACE|DEBUG|INFO) /m.test(log) ? false : undefined
   }
 })
