@@ -82,7 +82,8 @@ const logStartDelay = (mode: Mode, k: Keys, delayMs: number, resumes: ReadonlyAr
       `No lease is granted for the lockDelay of ${delayMs} ms, until ${new Date(until).toISOString()} ` +
       `by the server's clock, so a session that may still believe it holds a lease here has passed its ` +
       `deadline first. For a store known to be new, start once with lockDelay 0 ` +
-      `(option lockDelay, env SIMBA_REDIS_LOCK_DELAY=0): the marker then exists and later starts keep the delay`
+      `(option lockDelay, env SIMBA_REDIS_LOCK_DELAY=0): that start creates the marker without a wait, and ` +
+      `later starts with the delay set keep its protection against a loss`
   ).pipe(Effect.annotateLogs({ backend: "redis" }))
 }
 
