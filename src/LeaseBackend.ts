@@ -152,6 +152,13 @@ export interface LeaseBackendService {
   readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, BackendError>
   /** Released, granted and group-change pushes; `Stream.empty` for a backend that has none. */
   readonly hints: Stream.Stream<Hint>
+  /**
+   * The `remaining` this backend answers for a session the store granted the whole `ttl` asked, for
+   * a backend whose own rule answers less (ZooKeeper: a renewal proves 5/12 of the session timeout).
+   * The client then publishes `SessionLeaseShortened` only for a grant below it: the store granted
+   * less than asked. Default: `ttl`.
+   */
+  readonly remainingFor?: ((ttl: Duration.Duration) => Duration.Duration) | undefined
 }
 
 export class LeaseBackend extends Context.Tag("simba/LeaseBackend")<LeaseBackend, LeaseBackendService>() {}

@@ -19,7 +19,8 @@ export const granted = "1000 millis"
 
 /**
  * Client timing of the TCK's client-level cases: leases of `ttl`, so the engine renews every third of
- * the 1 s a renewal proves (after `SessionLeaseShortened`). Margin: a term ends locally at most
+ * the 1 s a renewal proves (with no `SessionLeaseShortened`: the server grants the 2.4 s asked, and
+ * 5/12 of it is the backend's own rule). Margin: a term ends locally at most
  * `sentAt + 1 s × 0.99 − 200 ms` after its last good renewal, while the server lets a successor in no
  * earlier than the session timeout (2.4 s) after that renewal was sent (the watchdog, or the server's
  * expiry of a silent client): 1.6 s of slack between a revoked leader's interruption and a successor.

@@ -93,7 +93,7 @@ export const make = (
     )
 
     const operations = makeOperations(settings, paths, sessions, events, watcher)
-    return LeaseBackend.make({
+    const service = LeaseBackend.make({
       backend,
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
       hints: hub.hints,
@@ -113,6 +113,8 @@ export const make = (
           })
         )
     })
+    // A session granted the timeout asked answers 5/12 of it: the client warns only below that.
+    return { ...service, remainingFor: (ttl) => provenFor(Math.min(Math.ceil(Duration.toMillis(ttl)), maxTimeoutMillis)) }
   })
 
 /** Ends a session here: closes its addon object (the server deletes its nodes) and never uses it again. */
