@@ -16,15 +16,30 @@ export class InvalidLeaseNameError extends Data.TaggedError("InvalidLeaseNameErr
   }
 }
 
-/** A `SimbaConfig` field is missing, malformed or breaks a timing rule. */
+/**
+ * A setting of the client (`SimbaConfig`) or of a backend is malformed or breaks a rule. The message
+ * names where it was set, the value and the rule:
+ * `invalid Simba configuration, SIMBA_REDIS_LOCK_DELAY="8" (redis.lockDelay): must be a duration ...`
+ * from the environment, `invalid Simba configuration, redis.lockDelay="8": must be ...` from code.
+ */
 export class SimbaConfigError extends Data.TaggedError("SimbaConfigError")<{
+  /** The option: a `SimbaConfig` field (`leaseDuration`) or `<backend>.<option>` (`redis.url`). */
   readonly field: string
   readonly rule: string
-  /** Where the value came from, when not from code: the environment variables and their values. */
+  /**
+   * Where the values came from, for a rule between several settings read from the environment: the
+   * variables and their values (`from SIMBA_LEASE_DURATION="1s", SIMBA_RENEW_INTERVAL="900ms"`).
+   */
   readonly source?: string | undefined
+  /** The value refused, as shown: text quoted, a URL with its password replaced by `***`. */
+  readonly value?: string | undefined
+  /** The environment variable the value was read from, when it was (`SIMBA_REDIS_URL`). */
+  readonly variable?: string | undefined
 }> {
   override get message() {
-    return `invalid Simba configuration, ${this.field}${this.source === undefined ? "" : ` (${this.source})`}: ${this.rule}`
+    const value = this.value === undefined ? "" : `=${this.value}`
+    const where = this.variable === undefined ? `${this.field}${value}` : `${this.variable}${value} (${this.field})`
+    return `invalid Simba configuration, ${where}${this.source === undefined ? "" : ` (${this.source})`}: ${this.rule}`
   }
 }
 

@@ -15,14 +15,11 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
-import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
-import * as MetricKey from "effect/MetricKey"
-import * as MetricLabel from "effect/MetricLabel"
 import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
+import * as Metrics from "./internal/metrics.js"
 import { brokenRule } from "./LeaseName.js"
 
 /** A backend call failed, timed out or answered something the client cannot read. */
@@ -31,10 +28,42 @@ export class BackendError extends Data.TaggedError("BackendError")<{
   readonly operation: string
   readonly cause: unknown
 }> {
+  /**
+   * `<backend> <operation> failed: <reason>`, the reason the innermost cause's text, followed by the
+   * wrappers' own in parentheses: `postgres connect failed: role "app" does not exist (PgClient:
+   * Failed to connect)`, not the driver's wrapper on top and the reason two causes down.
+   */
   override get message() {
-    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `${this.backend} ${this.operation} failed: ${cause}`
+    return `${this.backend} ${this.operation} failed: ${describeCause(this.cause)}`
   }
+}
+
+/** The text of one error in a chain of causes. */
+const textOf = (error: unknown): string => {
+  if (!(error instanceof Error)) {
+    if (typeof error !== "object" || error === null) return String(error)
+    return "message" in error && typeof error.message === "string" ? error.message : ""
+  }
+  if (error.message !== "") return error.message
+  // Node's AggregateError (a connection tried on several addresses) has no message of its own.
+  if (error instanceof AggregateError && error.errors.length > 0) return error.errors.map(textOf).join("; ")
+  return "code" in error && typeof error.code === "string" ? error.code : error.name
+}
+
+/** The reason first (the innermost cause's text), then the texts of the errors that wrap it. */
+const describeCause = (cause: unknown): string => {
+  const texts: Array<string> = []
+  const seen = new Set<unknown>()
+  let error: unknown = cause
+  while (error !== undefined && error !== null && !seen.has(error)) {
+    seen.add(error)
+    const text = textOf(error)
+    if (text !== "" && !texts.includes(text)) texts.push(text)
+    error = typeof error === "object" && "cause" in error ? error.cause : undefined
+  }
+  if (texts.length === 0) return String(cause)
+  const reason = texts.pop()!
+  return texts.length === 0 ? reason : `${reason} (${texts.join(": ")})`
 }
 
 /** A session the backend opened, with its time to live on the backend's clock. */
@@ -225,7 +254,7 @@ export const makeHintHub = (capacity?: number): Effect.Effect<HintHub> =>
  *   `BackendError` to choose the message); a `Live` reply that omits the lease list although the
  *   client did not name that version is refused as a `BackendError`;
  * - each call gets a span `simba.<operation>` and the metrics `simba_backend_calls_total` (by backend,
- *   operation and outcome) and `simba_backend_call_duration`.
+ *   operation and outcome) and `simba_backend_call_duration` (`_seconds` at `/metrics`).
  */
 export interface Store {
   /** A short name for errors, metrics and spans: `memory`, `redis`, `postgres`, `mysql`, `zookeeper`. */
@@ -316,34 +345,11 @@ export const make = (store: Store): LeaseBackendService => {
   }
 }
 
-// Every metric is built from a key that already carries its tags: `Metric.tagged` would build (and
-// hash) a new key on every update, a cost paid on every backend call.
-const labelled = (labels: Record<string, string>) =>
-  Object.entries(labels).map(([key, value]) => MetricLabel.make(key, value))
-
 const callCounter = (labels: Record<string, string>) =>
-  Metric.fromMetricKey(
-    MetricKey.taggedWithLabels(
-      MetricKey.counter("simba_backend_calls_total", {
-        description: "backend calls by backend, operation and outcome",
-        incremental: true
-      }),
-      labelled(labels)
-    )
-  )
+  Metrics.counter("simba_backend_calls_total", "backend calls by backend, operation and outcome", labels)
 
-/** Call latency in milliseconds, with the buckets of `Metric.timer`. */
 const callLatency = (labels: Record<string, string>) =>
-  Metric.fromMetricKey(
-    MetricKey.taggedWithLabels(
-      MetricKey.histogram(
-        "simba_backend_call_duration",
-        MetricBoundaries.exponential({ start: 0.5, factor: 2, count: 35 }),
-        "backend call latency by backend and operation"
-      ),
-      labelled({ ...labels, time_unit: "milliseconds" })
-    )
-  ).pipe(Metric.mapInput(Duration.toMillis))
+  Metrics.timer("simba_backend_call_duration", "backend call latency by backend and operation", labels)
 
 /**
  * The tracer Effect provides when nobody installed one: its spans are never exported, so a call

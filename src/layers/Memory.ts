@@ -33,9 +33,10 @@ import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Order from "effect/Order"
-import * as Random from "effect/Random"
 import * as SynchronizedRef from "effect/SynchronizedRef"
-import { SimbaConfigError } from "../Errors.js"
+import type { SimbaConfigError } from "../Errors.js"
+import { check, type DurationOption } from "../internal/options.js"
+import { isSessionId, randomSessionId } from "../internal/sessionId.js"
 import {
   AcquireReply,
   type HeldLease,
@@ -58,7 +59,7 @@ export interface Options {
    * The longest session ttl the backend grants; a longer request is cut to it, as ZooKeeper caps
    * session timeouts. Lets a test exercise a backend that grants less than asked. Default: no cap.
    */
-  readonly maxTtl?: Duration.DurationInput | undefined
+  readonly maxTtl?: DurationOption | undefined
 }
 
 interface Session {
@@ -132,12 +133,6 @@ const updateSession = (state: State, sessionId: string, session: Session): State
   sessions: HashMap.set(state.sessions, sessionId, session)
 })
 
-/** Fresh 128-bit id as 32 lowercase hex, from four 32-bit draws of `Random`. */
-const randomId: Effect.Effect<string> = Effect.map(
-  Effect.all(Arr.replicate(Random.nextIntBetween(0, 0x1_0000_0000), 4)),
-  (words) => words.map((word) => word.toString(16).padStart(8, "0")).join("")
-)
-
 /** How many draws may collide with issued ids before the `Random` service is deemed broken. */
 const maxIdDraws = 16
 
@@ -152,14 +147,11 @@ export function make(options: Options = {}): Effect.Effect<LeaseBackendService, 
 }
 
 /** The `maxTtl` option in milliseconds (`Infinity` when absent), or the rule it breaks. */
-const maxTtlOf = (options: Options): Effect.Effect<number, SimbaConfigError> => {
-  if (options.maxTtl === undefined) return Effect.succeed(Infinity)
-  const decoded = Duration.decodeUnknown(options.maxTtl)
-  const millis = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : Number.NaN
-  return millis > 0
-    ? Effect.succeed(millis)
-    : Effect.fail(new SimbaConfigError({ field: "maxTtl", rule: "must be a positive duration" }))
-}
+const maxTtlOf = (options: Options): Effect.Effect<number, SimbaConfigError> =>
+  Effect.flatMap(
+    check(backend, options),
+    (checks) => checks.duration("maxTtl", options.maxTtl, Infinity, { least: 0, strict: true })
+  )
 
 const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
   Effect.gen(function*() {
@@ -188,7 +180,7 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
     const freshId = (state: State): Effect.Effect<string, string> =>
       Effect.gen(function*() {
         for (let draw = 0; draw < maxIdDraws; draw++) {
-          const id = yield* randomId
+          const id = yield* randomSessionId
           if (!HashSet.has(state.issued, id)) return id
         }
         return yield* Effect.fail(`Random gave ${maxIdDraws} already issued session ids in a row`)
@@ -339,7 +331,7 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
 
     return makeBackend({
       backend,
-      isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
+      isSessionId,
       openSession,
       keepAlive,
       closeSession,
@@ -351,8 +343,6 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
       hints: hub.hints
     })
   })
-
-const sessionIdPattern = /^[0-9a-f]{32}$/
 
 /** Provides a fresh in-memory `LeaseBackend` made with `options` (by default: every ttl granted as asked). */
 export const layer = (options: Options = {}): Layer.Layer<LeaseBackend, SimbaConfigError> =>

@@ -122,26 +122,34 @@ describe("bad input", () => {
     it.effect("a bare number is refused, naming the variable and its value, with the fix", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(fromEnv({ SIMBA_LEASE_DURATION: "15" }))
-        expect(error).toMatchObject({ _tag: "SimbaConfigError", field: "leaseDuration" })
+        expect(error).toMatchObject({
+          _tag: "SimbaConfigError",
+          field: "leaseDuration",
+          variable: "SIMBA_LEASE_DURATION",
+          value: `"15"`
+        })
         expect(error.message).toBe(
-          `invalid Simba configuration, leaseDuration: SIMBA_LEASE_DURATION="15" has no unit: write "15s" or "15ms" (a bare number is refused)`
+          `invalid Simba configuration, SIMBA_LEASE_DURATION="15" (leaseDuration): must be a duration with a unit, ` +
+            `such as "8s", "500ms", "2m", "1.5s" or "15 seconds" (a bare number is refused: write "15s" or "15ms")`
         )
       }))
 
     it.effect("an unknown unit or text names the variable, the value and the accepted forms", () =>
       Effect.gen(function*() {
         const unit = yield* Effect.flip(fromEnv({ SIMBA_RENEW_INTERVAL: "8 fortnights" }))
-        expect(unit.field).toBe("renewInterval")
+        expect(unit).toMatchObject({ field: "renewInterval", variable: "SIMBA_RENEW_INTERVAL", value: `"8 fortnights"` })
         expect(unit.rule).toBe(
-          `SIMBA_RENEW_INTERVAL="8 fortnights" has an unknown unit "fortnights": use ms, s, m or h (or their long names)`
+          `must be a duration with a unit, such as "8s", "500ms", "2m", "1.5s" or "15 seconds" ` +
+            `("fortnights" is not a unit: use ns, us, ms, s, m, h, d, w or their long names)`
         )
         const text = yield* Effect.flip(fromEnv({ SIMBA_MIN_BACKOFF: "soon" }))
-        expect(text.rule).toBe(
-          `SIMBA_MIN_BACKOFF="soon" is not a duration: expected a number and a unit, such as "8s", "500ms", "2m", "1.5s" or "15 seconds"`
+        expect(text.message).toBe(
+          `invalid Simba configuration, SIMBA_MIN_BACKOFF="soon" (minBackoff): ` +
+            `must be a duration with a unit, such as "8s", "500ms", "2m", "1.5s" or "15 seconds"`
         )
         const drift = yield* Effect.flip(fromEnv({ SIMBA_DRIFT: "lots" }))
-        expect(drift.field).toBe("drift")
-        expect(drift.rule).toBe(`SIMBA_DRIFT="lots" is not a number: expected a fraction in [0, 0.5), such as 0.01`)
+        expect(drift).toMatchObject({ field: "drift", variable: "SIMBA_DRIFT", value: `"lots"` })
+        expect(drift.rule).toBe(`must be a number in [0, 0.5), such as 0.01`)
       }))
 
     it.effect("a broken timing rule names the variables set and the numbers", () =>
@@ -158,7 +166,7 @@ describe("bad input", () => {
             `(1000 ms × (1 − 0.01) − 700 ms = 290 ms, not more than 333.333 ms)`
         )
         const negative = yield* Effect.flip(SimbaConfig.make({ leaseDuration: 0 }))
-        expect(negative.message).toBe("invalid Simba configuration, leaseDuration: must be positive (got 0 ms)")
+        expect(negative.message).toBe("invalid Simba configuration, leaseDuration=0: must be positive")
       }))
 
     it.effect("the backends' duration options take the same forms and say why they refuse one", () =>
@@ -169,7 +177,9 @@ describe("bad input", () => {
         expect(error).toMatchObject({
           _tag: "SimbaConfigError",
           field: "redis.connectTimeout",
-          rule: `"10" has no unit: write "10s" or "10ms" (a bare number is refused)`
+          value: `"10"`,
+          rule: `must be a duration with a unit, such as "8s", "500ms", "2m", "1.5s" or "15 seconds" ` +
+            `(a bare number is refused: write "10s" or "10ms")`
         })
         const zk = yield* Effect.flip(
           Effect.scoped(Layer.build(ZookeeperBackend.layer({ connectTimeout: "3 weeks ago" as never })))

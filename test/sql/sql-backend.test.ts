@@ -59,7 +59,12 @@ const dialects = [
         Effect.flatMap(SqlClient, (sql) =>
           sql.unsafe(`DROP TABLE IF EXISTS ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`))
       ),
-    version: Migrations.postgresVersion
+    version: Migrations.postgresVersion,
+    /** URLs the server refuses, and its reason. */
+    refused: [
+      ["postgres://simba_nosuch_user:pw-not-shown@127.0.0.1:5432/test", `role "simba_nosuch_user" does not exist`],
+      ["postgres://postgres@127.0.0.1:5432/simba_nosuch_db", `database "simba_nosuch_db" does not exist`]
+    ]
   },
   {
     label: "mysql",
@@ -80,7 +85,11 @@ const dialects = [
         Effect.flatMap(SqlClient, (sql) =>
           sql.unsafe(`DROP TABLE IF EXISTS ${prefix}member, ${prefix}lease, ${prefix}session`).unprepared)
       ),
-    version: Migrations.mysqlVersion
+    version: Migrations.mysqlVersion,
+    refused: [
+      ["mysql://simba_nosuch_user:pw-not-shown@127.0.0.1:3306/test", `Access denied for user 'simba_nosuch_user'@`],
+      ["mysql://root@127.0.0.1:3306/simba_nosuch_db", `Unknown database 'simba_nosuch_db'`]
+    ]
   }
 ] as const
 
@@ -103,6 +112,19 @@ for (const dialect of dialects) {
           if (error._tag === "SimbaConfigError") expect(error.field).toBe(`${dialect.label}.${option}`)
         }
       }))
+
+    it.live("a refused connection fails with BackendError(connect) whose first line starts with the server's reason", () =>
+      Effect.gen(function*() {
+        const layerOf = dialect.label === "postgres" ? PgBackend.layer : MysqlBackend.layer
+        for (const [url, reason] of dialect.refused) {
+          const error = yield* Effect.flip(Effect.scoped(Layer.build(layerOf({ url }))))
+          if (error._tag !== "BackendError") expect.fail(`expected BackendError, got ${error._tag}: ${error.message}`)
+          expect(error.operation).toBe("connect")
+          expect(error.message.split("\n")[0]).toMatch(new RegExp(`^${dialect.label} connect failed: `))
+          expect(error.message.split("\n")[0]!.slice(`${dialect.label} connect failed: `.length).startsWith(reason)).toBe(true)
+          expect(error.message).not.toContain("pw-not-shown")
+        }
+      }), 30_000)
 
     it.live("migrations started by four processes at once on an empty database all succeed", () =>
       Effect.gen(function*() {

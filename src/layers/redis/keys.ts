@@ -1,8 +1,8 @@
 /**
- * The keys and channels of one key prefix, and the session ids this backend issues. The layout is
- * described in docs/design.md, "Redis", "Keys"; the braces are literal (Redis hash tags).
+ * The keys and channels of one key prefix. The layout is described in docs/design.md, "Redis",
+ * "Keys"; the braces are literal (Redis hash tags). Session ids: `internal/sessionId.ts` (a collision
+ * is refused by `SET NX`).
  */
-import { randomBytes } from "node:crypto"
 
 /** The key prefix when none is given. */
 export const defaultPrefix = "simba"
@@ -43,11 +43,3 @@ export const keys = (prefix: string = defaultPrefix) => ({
 
 /** The keys of one prefix, as `keys` builds them. */
 export type Keys = ReturnType<typeof keys>
-
-/** A new session id: 32 lowercase hex from 128 random bits (`SET NX` turns a collision into an error). */
-export const newSessionId = (): string => randomBytes(16).toString("hex")
-
-const sessionIdPattern = /^[0-9a-f]{32}$/
-
-/** Whether this backend could have issued `sessionId`: other ids name no session, without a round trip. */
-export const isSessionId = (sessionId: string): boolean => sessionIdPattern.test(sessionId)

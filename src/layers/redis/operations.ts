@@ -17,7 +17,8 @@ import {
   type Store
 } from "../../LeaseBackend.js"
 import { backendError, type Runner } from "./connection.js"
-import { type Keys, newSessionId } from "./keys.js"
+import { newSessionId } from "../../internal/sessionId.js"
+import type { Keys } from "./keys.js"
 import type { Mode } from "./options.js"
 import type * as Schema from "effect/Schema"
 import type * as Replies from "./replies.js"

@@ -1,19 +1,17 @@
 /**
  * The Redis backend's options: what a user passes (`RedisOptions`), what the environment gives
  * (`config`), and their validation into the settings the connections and scripts use. An invalid
- * option fails with `SimbaConfigError { field: "redis.<option>", rule }`, before any connection.
+ * option fails with `SimbaConfigError { field: "redis.<option>", value, rule }` (and `variable`,
+ * when it was read from the environment), before any connection.
  */
-import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
-import * as Duration from "effect/Duration"
+import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type { ClusterOptions, RedisOptions as IORedisOptions } from "ioredis"
 import type { ConnectionOptions as TlsConnectionOptions } from "node:tls"
-import { SimbaConfigError } from "../../Errors.js"
-import { parseDuration } from "../../SimbaConfig.js"
+import type { SimbaConfigError } from "../../Errors.js"
+import * as Options from "../../internal/options.js"
 import { defaultPrefix } from "./keys.js"
 
 /** A Redis Cluster node to start from. */
@@ -44,9 +42,9 @@ export interface RedisOptions {
    */
   readonly routeBySlot?: boolean | undefined
   /** Time allowed to connect (both connections). Default 10 seconds. */
-  readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly connectTimeout?: Options.DurationOption | undefined
   /** Time after which a command fails. Default 5 seconds. */
-  readonly commandTimeout?: Duration.DurationInput | undefined
+  readonly commandTimeout?: Options.DurationOption | undefined
   /**
    * `CLIENT SETNAME` of the command connection (printable ASCII without spaces); the subscriber gets
    * `<name>:hints`. Default `simba`.
@@ -76,7 +74,7 @@ export interface RedisOptions {
    * on it (a new token is at least the server's `TIME` in microseconds), as long as the server's
    * clock never steps back by more than this: keep it far above any lease duration and any clock step.
    */
-  readonly idleExpiry?: Duration.DurationInput | undefined
+  readonly idleExpiry?: Options.DurationOption | undefined
   /**
    * The lock-delay: when the backend finds the store's state lost (its boot marker missing: a restart
    * without persistence, a flush, a fail-over to a replica that lacks it), it grants nothing for this
@@ -84,7 +82,7 @@ export interface RedisOptions {
    * Set it >= the longest `leaseDuration` any client uses on this Redis. Default 15 seconds (the
    * default lease duration). `0` turns it off: only for a store that cannot lose its state.
    */
-  readonly lockDelay?: Duration.DurationInput | undefined
+  readonly lockDelay?: Options.DurationOption | undefined
 }
 
 /**
@@ -132,62 +130,23 @@ export interface Settings extends BackendSettings {
 /**
  * Options read from the environment: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`),
  * `SIMBA_REDIS_CLUSTER` (optional, `host:port,host:port,...`: use a cluster; the URL then only gives
- * credentials and TLS), `SIMBA_REDIS_KEY_PREFIX` (default `simba`) and
- * `SIMBA_REDIS_ALLOW_EVICTION_POLICY` (default `false`, see `RedisOptions.allowEvictionPolicy`).
+ * credentials and TLS), `SIMBA_REDIS_KEY_PREFIX` (default `simba`),
+ * `SIMBA_REDIS_ALLOW_EVICTION_POLICY` (default `false`, see `RedisOptions.allowEvictionPolicy`) and
+ * `SIMBA_REDIS_LOCK_DELAY` (a duration such as `15s`, see `RedisOptions.lockDelay`). An unset
+ * variable leaves its option to the default; a malformed or invalid one fails the backend's start
+ * with a `SimbaConfigError` naming the variable, its value (a URL's password hidden) and the rule.
  */
-export const config: Config.Config<RedisOptions> = Config.all({
-  url: Config.redacted("SIMBA_REDIS_URL").pipe(Config.withDefault(Redacted.make("redis://127.0.0.1:6379"))),
-  cluster: Config.string("SIMBA_REDIS_CLUSTER").pipe(
-    Config.mapOrFail((text) => {
-      const nodes: Array<RedisClusterNode> = []
-      for (const part of text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
-        const match = /^(.+):(\d{1,5})$/.exec(part)
-        const port = match === null ? NaN : Number(match[2])
-        if (match === null || !isPort(port)) {
-          return Either.left(ConfigError.InvalidData([], `expected host:port, got ${JSON.stringify(part)}`))
-        }
-        nodes.push({ host: match[1]!, port })
-      }
-      return nodes.length === 0
-        ? Either.left(ConfigError.InvalidData([], "expected at least one host:port"))
-        : Either.right<{ readonly nodes: ReadonlyArray<RedisClusterNode> }>({ nodes })
-    }),
-    Config.option,
-    Config.map(Option.getOrUndefined)
-  ),
-  keyPrefix: Config.string("SIMBA_REDIS_KEY_PREFIX").pipe(Config.withDefault(defaultPrefix)),
-  allowEvictionPolicy: Config.boolean("SIMBA_REDIS_ALLOW_EVICTION_POLICY").pipe(Config.withDefault(false)),
-  lockDelay: Config.duration("SIMBA_REDIS_LOCK_DELAY").pipe(Config.option, Config.map(Option.getOrUndefined))
+export const config: Config.Config<RedisOptions> = Options.fromEnv({
+  url: Options.secret("SIMBA_REDIS_URL"),
+  cluster: Options.variable("SIMBA_REDIS_CLUSTER", (text) => Either.map(Options.parseHostPorts(text), (nodes) => ({ nodes }))),
+  keyPrefix: Options.text("SIMBA_REDIS_KEY_PREFIX"),
+  allowEvictionPolicy: Options.boolean("SIMBA_REDIS_ALLOW_EVICTION_POLICY"),
+  lockDelay: Options.duration("SIMBA_REDIS_LOCK_DELAY")
 })
 
 const prefixPattern = /^[A-Za-z0-9._:-]+$/
 // What Redis accepts in `CLIENT SETNAME`.
 const connectionNamePattern = /^[!-~]+$/
-
-const isPort = (port: number) => Number.isInteger(port) && port >= 1 && port <= 65535
-
-const invalid = (option: string, rule: string) => Effect.fail(new SimbaConfigError({ field: `redis.${option}`, rule }))
-
-const millis = (
-  option: string,
-  input: Duration.DurationInput | undefined,
-  fallback: number,
-  least: 0 | 1 = 1
-): Effect.Effect<number, SimbaConfigError> => {
-  if (input === undefined) return Effect.succeed(fallback)
-  // Text as SimbaConfig reads it (`8s`, `500ms`, `15 seconds`), so every duration option takes the same forms.
-  if (typeof input === "string") {
-    const parsed = parseDuration(input)
-    if (Either.isLeft(parsed)) return invalid(option, parsed.left)
-  }
-  const decoded = typeof input === "string"
-    ? Option.map(Either.getRight(parseDuration(input)), Duration.millis)
-    : Duration.decodeUnknown(input)
-  const ms = Option.isSome(decoded) ? Duration.toMillis(decoded.value) : NaN
-  return Number.isFinite(ms) && ms >= least
-    ? Effect.succeed(Math.ceil(ms))
-    : invalid(option, `must be a finite duration of at least ${least} ms`)
-}
 
 /** The parts of a `redis://` URL that are given. */
 interface FromUrl {
@@ -199,20 +158,15 @@ interface FromUrl {
   readonly tls?: boolean
 }
 
-const parseUrl = (url: Redacted.Redacted | string | undefined): Effect.Effect<FromUrl, SimbaConfigError> => {
+const parseUrl = (check: Options.Check, url: Redacted.Redacted | string | undefined): Effect.Effect<FromUrl, SimbaConfigError> => {
   if (url === undefined) return Effect.succeed({})
   const text = typeof url === "string" ? url : Redacted.value(url)
-  let parsed: URL
-  try {
-    parsed = new URL(text)
-  } catch {
-    return invalid("url", "must be a valid URL") // the URL may hold a password: never echo it
-  }
-  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-    return invalid("url", `must start with redis:// or rediss:// (got ${parsed.protocol}//)`)
-  }
+  const parsedUrl = Options.parseUrl(text, ["redis:", "rediss:"])
+  // Shown with its password hidden (`Options.show`).
+  if (Either.isLeft(parsedUrl)) return check.invalid("url", text, parsedUrl.left)
+  const parsed = parsedUrl.right
   const dbText = parsed.pathname.replace(/^\//, "")
-  if (dbText !== "" && !/^\d+$/.test(dbText)) return invalid("url", "its path must be a database number")
+  if (dbText !== "" && !/^\d+$/.test(dbText)) return check.invalid("url", text, "its path must be a database number")
   return Effect.succeed({
     ...(parsed.hostname !== "" ? { host: parsed.hostname.replace(/^\[(.*)\]$/, "$1") } : {}),
     ...(parsed.port !== "" ? { port: Number(parsed.port) } : {}),
@@ -232,25 +186,27 @@ export const resolveBackend = (
   cluster: boolean
 ): Effect.Effect<BackendSettings, SimbaConfigError> =>
   Effect.gen(function*() {
+    const check = yield* Options.check("redis", options)
+    // Whole milliseconds, rounded up (ioredis and `PX` take integers).
+    const millis = (option: keyof RedisClientOptions, fallback: number, least: number) =>
+      Effect.map(check.duration(option, options[option], fallback, { least }), Math.ceil)
     const prefix = options.keyPrefix ?? defaultPrefix
     if (typeof prefix !== "string" || !prefixPattern.test(prefix)) {
-      return yield* invalid("keyPrefix", "may contain only the characters [A-Za-z0-9._:-]")
+      return yield* check.invalid("keyPrefix", prefix, "may contain only the characters [A-Za-z0-9._:-], at least one")
     }
-    const connectTimeout = yield* millis("connectTimeout", options.connectTimeout, 10_000)
-    const commandTimeout = yield* millis("commandTimeout", options.commandTimeout, 5_000)
+    const connectTimeout = yield* millis("connectTimeout", 10_000, 1)
+    const commandTimeout = yield* millis("commandTimeout", 5_000, 1)
     const connectionName = options.connectionName ?? "simba"
     if (typeof connectionName !== "string" || !connectionNamePattern.test(connectionName)) {
-      return yield* invalid("connectionName", "must be printable ASCII characters without spaces, at least one")
+      return yield* check.invalid("connectionName", connectionName, "must be printable ASCII characters without spaces, at least one")
     }
-    const routeBySlot = options.routeBySlot ?? cluster
-    if (typeof routeBySlot !== "boolean") return yield* invalid("routeBySlot", "must be true or false")
+    const routeBySlot = yield* check.boolean("routeBySlot", options.routeBySlot, cluster)
     if (cluster && !routeBySlot) {
-      return yield* invalid("routeBySlot", "must be true with a cluster (a script may touch one hash slot only)")
+      return yield* check.invalid("routeBySlot", routeBySlot, "must be true with a cluster (a script may touch one hash slot only)")
     }
-    const allowEvictionPolicy = options.allowEvictionPolicy ?? false
-    if (typeof allowEvictionPolicy !== "boolean") return yield* invalid("allowEvictionPolicy", "must be true or false")
-    const idleMs = yield* millis("idleExpiry", options.idleExpiry, 3_600_000)
-    const delayMs = options.lockDelay === undefined ? 15_000 : yield* millis("lockDelay", options.lockDelay, 0, 0)
+    const allowEvictionPolicy = yield* check.boolean("allowEvictionPolicy", options.allowEvictionPolicy, false)
+    const idleMs = yield* millis("idleExpiry", 3_600_000, 1)
+    const delayMs = yield* millis("lockDelay", 15_000, 0)
     return {
       prefix,
       mode: routeBySlot ? "cluster" : "node",
@@ -266,22 +222,21 @@ export const resolveBackend = (
 /** Checks `options` and fills in the defaults; fails with `SimbaConfigError` naming the first invalid option. */
 export const resolve = (options: RedisOptions): Effect.Effect<Settings, SimbaConfigError> =>
   Effect.gen(function*() {
-    const fromUrl = yield* parseUrl(options.url)
-    const port = options.port ?? fromUrl.port ?? 6379
-    if (!isPort(port)) return yield* invalid("port", "must be an integer in 1..65535")
-    const db = options.db ?? fromUrl.db ?? 0
-    if (!Number.isInteger(db) || db < 0) return yield* invalid("db", "must be a non-negative integer")
+    const check = yield* Options.check("redis", options)
+    const fromUrl = yield* parseUrl(check, options.url)
+    const port = yield* check.integer("port", options.port, fromUrl.port ?? 6379, { least: 1, most: 65535 })
+    const db = yield* check.integer("db", options.db, fromUrl.db ?? 0, { least: 0 })
     const tlsOption = options.tls ?? fromUrl.tls ?? false
     const tls = tlsOption === true ? {} : tlsOption === false ? undefined : tlsOption
     const password = options.password !== undefined ? Redacted.value(options.password) : fromUrl.password
     const username = options.username ?? fromUrl.username
     const cluster = options.cluster?.nodes
     if (cluster !== undefined) {
-      if (cluster.length === 0) return yield* invalid("cluster.nodes", "must not be empty")
-      if (!cluster.every((node) => node.host !== "" && isPort(node.port))) {
-        return yield* invalid("cluster.nodes", "each node needs a host and a port in 1..65535")
+      if (cluster.length === 0) return yield* check.invalid("cluster.nodes", cluster, "must not be empty")
+      if (!cluster.every((node) => node.host !== "" && Options.isPort(node.port))) {
+        return yield* check.invalid("cluster.nodes", cluster, "each node needs a host and a port in 1..65535")
       }
-      if (db !== 0) return yield* invalid("db", "must be 0 with a cluster")
+      if (db !== 0) return yield* check.invalid("db", db, "must be 0 with a cluster")
     }
     const backend = yield* resolveBackend(options, cluster !== undefined)
     const { commandTimeout, connectTimeout, connectionName } = backend

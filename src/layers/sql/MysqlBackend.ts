@@ -12,17 +12,15 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import type * as ConfigError from "effect/ConfigError"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
-import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { SimbaConfigError } from "../../Errors.js"
+import type { SimbaConfigError } from "../../Errors.js"
+import type { DurationOption } from "../../internal/options.js"
 import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
 import * as Migrations from "./migrations.js"
 import { defaultPrefix } from "./migrations.js"
-import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
+import { type ClientOptions, config as sqlConfig, pollIntervalOf, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
@@ -48,15 +46,7 @@ export interface MysqlClientOptions extends ClientOptions {
    * How often the names local candidates wait on are checked (one query for all of them, only while
    * some wait): the longest a hand-over between processes waits for. Default 60 ms.
    */
-  readonly pollInterval?: Duration.DurationInput | undefined
-}
-
-const pollIntervalOf = (input: Duration.DurationInput | undefined): Effect.Effect<Duration.Duration, SimbaConfigError> => {
-  if (input === undefined) return Effect.succeed(Duration.millis(60))
-  const decoded = Duration.decodeUnknown(input)
-  return Option.isSome(decoded) && Duration.toMillis(decoded.value) >= 1 && Duration.isFinite(decoded.value)
-    ? Effect.succeed(decoded.value)
-    : Effect.fail(new SimbaConfigError({ field: `${backend}.pollInterval`, rule: "must be a finite duration of at least 1 ms" }))
+  readonly pollInterval?: DurationOption | undefined
 }
 
 /** The backend on a MySQL/MariaDB `SqlClient`: runs the migration (idempotent, serialised between processes). */
@@ -65,8 +55,8 @@ export const makeWithClient = (
   options: MysqlClientOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
-    const prefix = yield* prefixOf(backend, options.tablePrefix)
-    const pollInterval = yield* pollIntervalOf(options.pollInterval)
+    const prefix = yield* prefixOf(backend, options)
+    const pollInterval = yield* pollIntervalOf(backend, options)
     const waiting = yield* Waiting.make()
     return yield* SqlBackend.make(sql, { backend, prefix, hints: undefined, waiting, pollInterval })
   })
@@ -112,8 +102,4 @@ export const layerConfig = (
  * Options from the environment: `SIMBA_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`),
  * `SIMBA_MYSQL_TABLE_PREFIX` (default `simba_`), `SIMBA_MYSQL_MAX_CONNECTIONS` (default 10).
  */
-export const config: Config.Config<SqlOptions> = Config.all({
-  url: Config.redacted("SIMBA_MYSQL_URL").pipe(Config.withDefault(Redacted.make(defaultUrl))),
-  tablePrefix: Config.string("SIMBA_MYSQL_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
-  maxConnections: Config.integer("SIMBA_MYSQL_MAX_CONNECTIONS").pipe(Config.withDefault(10))
-})
+export const config: Config.Config<SqlOptions> = sqlConfig("MYSQL")

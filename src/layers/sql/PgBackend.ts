@@ -22,7 +22,7 @@ import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDr
 import * as Listen from "./listen.js"
 import { channel, defaultPrefix } from "./migrations.js"
 import * as Migrations from "./migrations.js"
-import { type ClientOptions, prefixOf, resolve, type SqlOptions } from "./options.js"
+import { type ClientOptions, config as sqlConfig, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
@@ -119,7 +119,7 @@ export const makeWithClient = (
   options: PgClientOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
-    const prefix = yield* prefixOf(backend, options.tablePrefix)
+    const prefix = yield* prefixOf(backend, options)
     const listen = options.listenUrl === undefined
       ? listenConfigOfClient(sql)
       : fromUrl(typeof options.listenUrl === "string" ? Redacted.make(options.listenUrl) : options.listenUrl)
@@ -169,8 +169,4 @@ export const layerConfig = (
  * Options from the environment: `SIMBA_PG_URL` (default `postgres://127.0.0.1:5432/postgres`),
  * `SIMBA_PG_TABLE_PREFIX` (default `simba_`), `SIMBA_PG_MAX_CONNECTIONS` (default 10).
  */
-export const config: Config.Config<SqlOptions> = Config.all({
-  url: Config.redacted("SIMBA_PG_URL").pipe(Config.withDefault(Redacted.make(defaultUrl))),
-  tablePrefix: Config.string("SIMBA_PG_TABLE_PREFIX").pipe(Config.withDefault("simba_")),
-  maxConnections: Config.integer("SIMBA_PG_MAX_CONNECTIONS").pipe(Config.withDefault(10))
-})
+export const config: Config.Config<SqlOptions> = sqlConfig("PG")

@@ -14,7 +14,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
-import { randomBytes } from "node:crypto"
 import {
   AcquireReply,
   BackendError,
@@ -27,6 +26,7 @@ import {
   makeHintHub,
   type OpenedSession
 } from "../../LeaseBackend.js"
+import { isSessionId, newSessionId } from "../../internal/sessionId.js"
 import * as Migrations from "./migrations.js"
 import * as Waiting from "./waiting.js"
 
@@ -123,7 +123,6 @@ const readReply = (row: unknown): Either.Either<Reply, string> => {
 
 const tokenPattern = /^[1-9][0-9]{0,18}$/
 const versionPattern = /^(0|[1-9][0-9]{0,17})$/
-const sessionIdPattern = /^[0-9a-f]{32}$/
 
 const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -267,7 +266,7 @@ export const make = (
       Effect.fail(`unexpected reply to ${operation}: ${reply.status}`)
 
     const openSession = (ttlMillis: number): Effect.Effect<OpenedSession, unknown> => {
-      const sessionId = randomBytes(16).toString("hex")
+      const sessionId = newSessionId()
       return Effect.flatMap(call("open", [sessionId, ttlMillis]), (reply) =>
         reply.status === "live"
           ? Effect.succeed({ sessionId, remaining: remainingOf(reply) })
@@ -355,7 +354,7 @@ export const make = (
     const hints = localHints === undefined ? settings.hints ?? Stream.empty : localHints.hints
     return makeBackend({
       backend,
-      isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
+      isSessionId,
       openSession,
       keepAlive,
       closeSession: (sessionId) => Effect.asVoid(call("close", [sessionId])),

@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { sessionIdSource } from "../../internal/sessionId.js"
 import { Hint, makeHintHub } from "../../LeaseBackend.js"
 import type { Waiting } from "./waiting.js"
 
@@ -27,6 +28,8 @@ export interface ListenClient {
   on(event: "end", listener: () => void): unknown
 }
 
+const grantedPattern = new RegExp(`^(${sessionIdSource}):([1-9][0-9]{0,18}):(.+)$`)
+
 /** The hint a notification payload carries, or `undefined` for one this backend does not send. */
 export const decode = (payload: string | undefined): Hint | undefined => {
   if (payload === undefined || payload.length < 3 || payload[1] !== ":") return undefined
@@ -38,7 +41,7 @@ export const decode = (payload: string | undefined): Hint | undefined => {
       return Hint.GroupChanged({ group: subject })
     case "h": {
       // `h:<session>:<token>:<name>`: the name last, since it may contain `:`.
-      const match = /^([0-9a-f]{32}):([1-9][0-9]{0,18}):(.+)$/.exec(subject)
+      const match = grantedPattern.exec(subject)
       return match === null ? undefined : Hint.Granted({ name: match[3]!, to: match[1]!, token: BigInt(match[2]!) })
     }
     default:

@@ -1,10 +1,15 @@
 /**
- * Options of the SQL backends and their validation: an invalid option fails with
- * `SimbaConfigError { field: "<backend>.<option>", rule }` before any connection is made.
+ * Options of the SQL backends, from code or the environment, and their validation: an invalid option
+ * fails with `SimbaConfigError { field: "<backend>.<option>", value, rule }` (and `variable`, when
+ * it was read from the environment) before any connection is made.
  */
+import type * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
-import { SimbaConfigError } from "../../Errors.js"
+import type { SimbaConfigError } from "../../Errors.js"
+import * as Options from "../../internal/options.js"
 import { defaultPrefix, prefixPattern } from "./migrations.js"
 import type { Backend } from "./SqlBackend.js"
 
@@ -30,16 +35,24 @@ export interface Resolved {
   readonly maxConnections: number
 }
 
-const invalid = (backend: Backend, option: string, rule: string) =>
-  Effect.fail(new SimbaConfigError({ field: `${backend}.${option}`, rule }))
-
 /** The table prefix, checked. */
-export const prefixOf = (backend: Backend, tablePrefix: string | undefined): Effect.Effect<string, SimbaConfigError> => {
+export const prefixOf = (backend: Backend, options: ClientOptions): Effect.Effect<string, SimbaConfigError> =>
+  Effect.flatMap(Options.check(backend, options), (check) => prefixChecked(check, options.tablePrefix))
+
+const prefixChecked = (check: Options.Check, tablePrefix: string | undefined): Effect.Effect<string, SimbaConfigError> => {
   const prefix = tablePrefix ?? defaultPrefix
   return prefixPattern.test(prefix)
     ? Effect.succeed(prefix)
-    : invalid(backend, "tablePrefix", "must be a lowercase letter followed by at most 29 of [a-z0-9_]")
+    : check.invalid("tablePrefix", prefix, "must be a lowercase letter followed by at most 29 of [a-z0-9_]")
 }
+
+/** The `pollInterval` option (MySQL), checked: at least 1 ms, default 60 ms. */
+export const pollIntervalOf = (
+  backend: Backend,
+  options: { readonly pollInterval?: Options.DurationOption | undefined }
+): Effect.Effect<Duration.Duration, SimbaConfigError> =>
+  Effect.flatMap(Options.check(backend, options), (check) =>
+    Effect.map(check.duration("pollInterval", options.pollInterval, 60), Duration.millis))
 
 /** Checks `options` and fills in the defaults. */
 export const resolve = (
@@ -48,25 +61,29 @@ export const resolve = (
   defaultUrl: string
 ): Effect.Effect<Resolved, SimbaConfigError> =>
   Effect.gen(function*() {
-    const prefix = yield* prefixOf(backend, options.tablePrefix)
+    const check = yield* Options.check(backend, options)
+    const prefix = yield* prefixChecked(check, options.tablePrefix)
     const url = options.url === undefined
       ? Redacted.make(defaultUrl)
       : typeof options.url === "string"
       ? Redacted.make(options.url)
       : options.url
     const schemes = backend === "postgres" ? ["postgres:", "postgresql:"] : ["mysql:"]
-    let protocol: string
-    try {
-      protocol = new URL(Redacted.value(url)).protocol
-    } catch {
-      return yield* invalid(backend, "url", "must be a valid URL") // it may hold a password: never echo it
-    }
-    if (!schemes.includes(protocol)) {
-      return yield* invalid(backend, "url", `must start with ${schemes.map((s) => `${s}//`).join(" or ")}`)
-    }
-    const maxConnections = options.maxConnections ?? 10
-    if (!Number.isInteger(maxConnections) || maxConnections < 1) {
-      return yield* invalid(backend, "maxConnections", "must be a positive integer")
-    }
+    const parsed = Options.parseUrl(Redacted.value(url), schemes)
+    // Shown with its password hidden (`Options.show`).
+    if (Either.isLeft(parsed)) return yield* check.invalid("url", Redacted.value(url), parsed.left)
+    const maxConnections = yield* check.integer("maxConnections", options.maxConnections, 10, { least: 1 })
     return { url, prefix, maxConnections }
+  })
+
+/**
+ * Options from the environment: `SIMBA_<NAME>_URL` (default: the backend's), `SIMBA_<NAME>_TABLE_PREFIX`
+ * (default `simba_`), `SIMBA_<NAME>_MAX_CONNECTIONS` (default 10), `<NAME>` `PG` or `MYSQL`. An
+ * invalid one fails the backend's start with a `SimbaConfigError` naming the variable.
+ */
+export const config = (name: "PG" | "MYSQL"): Config.Config<SqlOptions> =>
+  Options.fromEnv({
+    url: Options.secret(`SIMBA_${name}_URL`),
+    tablePrefix: Options.text(`SIMBA_${name}_TABLE_PREFIX`),
+    maxConnections: Options.integer(`SIMBA_${name}_MAX_CONNECTIONS`)
   })
