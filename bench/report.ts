@@ -11,34 +11,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-
-interface RedisRow {
-  readonly bench: string
-  readonly metric: string
-  readonly unit: string
-  readonly simba: number | null
-  readonly redlock: number | null
-  readonly redisSemaphore: number | null
-  readonly floor: number | null
-}
-
-interface SqlRow {
-  readonly bench: string
-  readonly metric: string
-  readonly unit: string
-  readonly postgres: number | null
-  readonly mysql: number | null
-  readonly peerPostgres: number | null
-  readonly peerMysql: number | null
-}
-
-interface ZkRow {
-  readonly bench: string
-  readonly metric: string
-  readonly unit: string
-  readonly simba: number | null
-  readonly floor: number | null
-}
+import type { RedisRow, SqlRow, ZkRow } from "./rows.js"
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url))
 

@@ -60,16 +60,9 @@ import {
   serverDelta,
   sleep
 } from "./util.js"
+import type { RedisRow } from "./rows.js"
 
-interface Row {
-  readonly bench: string
-  readonly metric: string
-  readonly unit: string
-  readonly simba: number | null
-  readonly redlock: number | null
-  readonly redisSemaphore: number | null
-  readonly floor: number | null
-}
+type Row = RedisRow
 
 const rows: Array<Row> = []
 const row = (

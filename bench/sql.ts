@@ -50,6 +50,7 @@ import * as PgBackend from "../src/layers/sql/PgBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { SimbaClient } from "../src/Simba.js"
 import { median, now, percentile, randomHex, sleep, waitBeforeRelease } from "./util.js"
+import type { SqlRow } from "./rows.js"
 
 const pgUrl = process.env["BENCH_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/test"
 const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root@127.0.0.1:3306/test"
@@ -70,15 +71,7 @@ const chosen = (argv: ReadonlyArray<string>): ReadonlySet<Section> => {
 
 type Db = "postgres" | "mysql"
 
-interface Row {
-  readonly bench: string
-  readonly metric: string
-  readonly unit: string
-  readonly postgres: number | null
-  readonly mysql: number | null
-  readonly peerPostgres: number | null
-  readonly peerMysql: number | null
-}
+type Row = SqlRow
 
 /**
  * Counts the queries a backend sends: wraps `unsafe` of the client and of its `withoutTransforms()`;

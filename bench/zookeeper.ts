@@ -42,6 +42,7 @@ import * as ZookeeperBackend from "../src/layers/zookeeper/ZookeeperBackend.js"
 import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
 import { median, now, percentile, randomHex, sleep, waitBeforeRelease } from "./util.js"
+import type { ZkRow } from "./rows.js"
 
 const servers = process.env["BENCH_ZK_CONNECT"] ?? "127.0.0.1:2181"
 const root = "/simba-bench"
@@ -58,12 +59,7 @@ for (const name of only ?? []) {
 }
 const wanted = (section: Section) => only === undefined || only.has(section)
 
-interface Row {
-  readonly bench: string
-  readonly metric: string
-  readonly unit: string
-  readonly simba: number | null
-  readonly floor: number | null
+interface Row extends ZkRow {
   readonly target: string | null
 }
 
