@@ -158,6 +158,14 @@ describe("duration settings: the same forms everywhere", () => {
       )
     }))
 
+  it.effect("MysqlBackend.make takes pollInterval too, and checks it before connecting", () =>
+    Effect.gen(function*() {
+      // port 1: a connect would fail with BackendError; the option's error must come first
+      const error = yield* Effect.flip(Effect.scoped(MysqlBackend.make({ url: "mysql://root@127.0.0.1:1/none", pollInterval: asOption("8") })))
+      expect(error).toBeInstanceOf(SimbaConfigError)
+      expect(error).toMatchObject({ field: "mysql.pollInterval" })
+    }))
+
   it.effect("in code, any Duration.DurationInput; a number is milliseconds; bounds and finiteness are checked", () =>
     Effect.gen(function*() {
       for (const input of typed) expect(yield* Effect.either(RedisOptions.resolve({ connectTimeout: input }))).toMatchObject({ _tag: "Right" })

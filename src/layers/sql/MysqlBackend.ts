@@ -24,7 +24,7 @@ import { type ClientOptions, config as sqlConfig, pollIntervalOf, prefixOf, reso
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
-export type { ClientOptions, SqlOptions as MysqlOptions } from "./options.js"
+export type { ClientOptions, SqlOptions } from "./options.js"
 
 /**
  * The SQL the migration runs for `tablePrefix` (tables, indexes, routines), in order, for DBAs who
@@ -40,14 +40,20 @@ export const defaultUrl = "mysql://root@127.0.0.1:3306/test"
 
 const install = "npm install @effect/sql@^0.52 @effect/sql-mysql2@^0.53"
 
-/** Options of `makeWithClient` / `layerWithClient`. */
-export interface MysqlClientOptions extends ClientOptions {
+/** What the MySQL backend adds to the SQL options. */
+interface Polling {
   /**
    * How often the names local candidates wait on are checked (one query for all of them, only while
    * some wait): the longest a hand-over between processes waits for. Default 60 ms.
    */
   readonly pollInterval?: DurationOption | undefined
 }
+
+/** Options of `make` / `layer`: a pool of its own. */
+export interface MysqlOptions extends SqlOptions, Polling {}
+
+/** Options of `makeWithClient` / `layerWithClient`. */
+export interface MysqlClientOptions extends ClientOptions, Polling {}
 
 /** The backend on a MySQL/MariaDB `SqlClient`: runs the migration (idempotent, serialised between processes). */
 export const makeWithClient = (
@@ -76,20 +82,25 @@ export const layerWithClient = (
  * scope: runs the migration, then serves the leases.
  */
 export const make = (
-  options: SqlOptions = {}
+  options: MysqlOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const settings = yield* resolve(backend, options, defaultUrl)
+    // checked before connecting: a bad option is a SimbaConfigError, not a connect failure
+    yield* pollIntervalOf(backend, options)
     const MysqlClient = yield* loadDriver(backend, "@effect/sql-mysql2", install, () => import("@effect/sql-mysql2/MysqlClient"))
     const tag = yield* sqlClientTag
     const context = yield* Layer.build(MysqlClient.layer({ url: settings.url, maxConnections: settings.maxConnections })).pipe(
       Effect.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
     )
-    return yield* makeWithClient(Context.get(context, tag), { tablePrefix: settings.prefix })
+    return yield* makeWithClient(Context.get(context, tag), {
+      tablePrefix: settings.prefix,
+      pollInterval: options.pollInterval
+    })
   })
 
 /** Provides `LeaseBackend` on a pool of its own to `options.url` (see `make`). */
-export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
+export const layer = (options: MysqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
   Layer.scoped(LeaseBackend, make(options))
 
 /** Provides `LeaseBackend` with options read from `config`. */
