@@ -184,8 +184,8 @@ export interface LeaseBackendService {
   /**
    * The `remaining` this backend answers for a session the store granted the whole `ttl` asked, for
    * a backend whose own rule answers less (ZooKeeper: a renewal proves 5/12 of the session timeout).
-   * The client then publishes `SessionLeaseShortened` only for a grant below it: the store granted
-   * less than asked. Default: `ttl`.
+   * The engine then publishes `SessionLeaseShortened` only for a grant below it: the store granted
+   * less than asked. Absent: every shortened cadence is published.
    */
   readonly remainingFor?: ((ttl: Duration.Duration) => Duration.Duration) | undefined
 }

@@ -12,6 +12,12 @@ export interface Timing {
   readonly margin: number
   readonly retryJitter: number
   readonly minBackoff: number
+  /**
+   * The `remaining` the backend answers when the store granted the whole `leaseDuration` asked, for a
+   * backend whose own rule proves less (ZooKeeper: 5/12 of the session timeout): a shortened renewal
+   * cadence is then reported (`SessionLeaseShortened`) only for a grant below it. Unset: always.
+   */
+  readonly fullGrant?: number | undefined
 }
 
 /**

@@ -39,7 +39,9 @@ export const extendDeadline = (s: Step, sentAt: number, remaining: number): void
   if (deadline > s.session.deadline) s.session.deadline = deadline
   const { every, shortened } = Session.renewEvery(s.timing, remaining)
   s.session.every = every
-  if (shortened && !s.session.shortenedPublished && s.session.id !== undefined) {
+  // Below what a full grant answers, or on a backend that gives no such rule: the store granted less.
+  const shortGrant = s.timing.fullGrant === undefined || remaining < s.timing.fullGrant
+  if (shortened && shortGrant && !s.session.shortenedPublished && s.session.id !== undefined) {
     s.session.shortenedPublished = true
     publish(s, SimbaEvent.SessionLeaseShortened({ sessionId: s.session.id, granted: remaining, renewEvery: every }))
   }

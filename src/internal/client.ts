@@ -11,6 +11,7 @@
  * `snapshot`.
  */
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as LogLevel from "effect/LogLevel"
@@ -59,7 +60,12 @@ export const makeWithShell = (
       scope,
       events: Mailbox.make<LoopInput>(),
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),
-      state: Engine.initial(config, seed),
+      state: Engine.initial({
+        ...config,
+        fullGrant: backend.remainingFor === undefined
+          ? undefined
+          : Duration.toMillis(backend.remainingFor(Duration.millis(config.leaseDuration)))
+      }, seed),
       shutdown: yield* Deferred.make<void>(),
       isShutDown: false,
       hooks: new Map(),

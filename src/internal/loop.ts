@@ -9,14 +9,12 @@
  * that needs one (a step of an uncontended lock has none).
  */
 import * as Chunk from "effect/Chunk"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
 import * as Engine from "../Engine.js"
 import * as LeaseBackend from "../LeaseBackend.js"
-import type { SimbaEvent } from "../SimbaEvent.js"
 import * as BackendCalls from "./backendCalls.js"
 import * as Completions from "./completions.js"
 import * as Logs from "./logs.js"
@@ -25,16 +23,6 @@ import * as SessionDeadline from "./sessionDeadline.js"
 import { type LoopFiber, type LoopInput, offerNow, type Shell } from "./shell.js"
 import * as Terms from "./terms.js"
 import * as Timers from "./timers.js"
-
-/**
- * A `SessionLeaseShortened` whose grant is what the backend answers for the whole lease asked (its
- * own rule, `remainingFor`: ZooKeeper's 5/12): the store granted all it was asked, so not published.
- */
-const byBackendRule = (shell: Shell, event: SimbaEvent): boolean => {
-  if (event._tag !== "SessionLeaseShortened" || shell.backend.remainingFor === undefined) return false
-  const full = shell.backend.remainingFor(Duration.millis(shell.state.timing.leaseDuration))
-  return event.granted >= Duration.toMillis(full)
-}
 
 /** Performs `command` at once if it needs no Effect; else returns the Effect that performs it. */
 const perform = (shell: Shell, command: Engine.Command, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
@@ -58,7 +46,6 @@ const perform = (shell: Shell, command: Engine.Command, now: number, loop: LoopF
       Completions.complete(shell, command.completion, command.outcome)
       return undefined
     case "Publish": {
-      if (byBackendRule(shell, command.event)) return undefined
       // Every lifecycle log line comes from here (docs/operations.md, "Logs"); most events write none.
       const log = Logs.log(shell, command.event, command.kind)
       if (log === undefined) {
