@@ -1,23 +1,15 @@
+import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
-/** `simba` and its subpaths resolve to the sources, as `package.json`'s exports do to `dist/`. */
-export const simbaAliases = [
-  ["simba/redis", "Redis"],
-  ["simba/postgres", "Postgres"],
-  ["simba/mysql", "Mysql"],
-  ["simba/zookeeper", "Zookeeper"],
-  ["simba/memory", "Memory"],
-  ["simba/test", "Test"],
-  ["simba/http", "Http"],
-  ["simba/fencing/sql", "fencing/FencedSql"],
-  ["simba/fencing/redis", "fencing/FencedRedis"],
-  ["simba/fencing/http", "fencing/FencedHttp"],
-  ["simba/fencing", "fencing/Fencing"],
-  ["simba", "index"]
-].map(([specifier, module]) => ({
+/** `simba` and its subpaths resolve to the sources, by tsconfig.json's `paths` (as `package.json`'s exports do to `dist/`). */
+export const simbaPaths = (JSON.parse(readFileSync(new URL("./tsconfig.json", import.meta.url), "utf8")) as {
+  readonly compilerOptions: { readonly paths: Record<string, ReadonlyArray<string>> }
+}).compilerOptions.paths
+
+export const simbaAliases = Object.entries(simbaPaths).map(([specifier, [path = ""]]) => ({
   find: new RegExp(`^${specifier}$`),
-  replacement: fileURLToPath(new URL(`./src/${module}.ts`, import.meta.url))
+  replacement: fileURLToPath(new URL(path, import.meta.url))
 }))
 
 export default defineConfig({

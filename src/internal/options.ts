@@ -107,7 +107,7 @@ export type DurationOption = Duration.DurationInput | DurationText
 export const durationForms = `"8s", "500ms", "2m", "1.5s" or "15 seconds"`
 
 /** The rule every duration given as text keeps. */
-export const durationRule = `must be a duration with a unit, such as ${durationForms}`
+const durationRule = `must be a duration with a unit, such as ${durationForms}`
 
 /**
  * Reads a duration written as text: a non-negative number and a unit (`8s`, `500ms`, `2m`, `1.5s`,
@@ -171,7 +171,7 @@ export const toMillis = (input: unknown, bounds: Bounds = atLeastOneMilli): Eith
 }
 
 /** Reads `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`, any case), as Effect's `Config.boolean` does. */
-export const parseBoolean = (text: string): Either.Either<boolean, string> => {
+const parseBoolean = (text: string): Either.Either<boolean, string> => {
   const word = text.trim().toLowerCase()
   if (["true", "yes", "on", "1"].includes(word)) return Either.right(true)
   if (["false", "no", "off", "0"].includes(word)) return Either.right(false)
@@ -179,7 +179,7 @@ export const parseBoolean = (text: string): Either.Either<boolean, string> => {
 }
 
 /** Reads a whole number written in decimal digits. */
-export const parseInteger = (text: string): Either.Either<number, string> =>
+const parseInteger = (text: string): Either.Either<number, string> =>
   /^\s*-?\d{1,15}\s*$/.test(text) ? Either.right(Number(text)) : Either.left("must be a whole number")
 
 /** Reads a number written in decimal (`0.01`, `.5`, `2`). */

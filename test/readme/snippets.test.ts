@@ -10,6 +10,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "nod
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { simbaPaths } from "../../vitest.config.js"
 import { extractSnippets, runNode, type Snippet } from "./snippets.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -36,11 +37,7 @@ const where = (snippet: Snippet) => `${snippet.file}:${snippet.line}`
 
 /** `simba` and its subpaths, as the repository's tsconfig maps them to the sources. */
 const entryPoints: Record<string, string> = Object.fromEntries(
-  Object.entries(
-    (JSON.parse(readFileSync(join(root, "tsconfig.json"), "utf8")) as {
-      readonly compilerOptions: { readonly paths: Record<string, ReadonlyArray<string>> }
-    }).compilerOptions.paths
-  ).map(([name, [path = ""]]) => [name, path.replace(/^\.\//, "")])
+  Object.entries(simbaPaths).map(([name, [path = ""]]) => [name, path.replace(/^\.\//, "")])
 )
 
 // Backends' own names, so the snippets never touch another test's leases.
