@@ -84,6 +84,35 @@ export interface GroupView {
   readonly members: ReadonlyArray<string>
 }
 
+/** A session the store knows, as `inspect` lists it. */
+export interface SessionStatus {
+  readonly sessionId: string
+  /** How long the session lives unless renewed, on the backend's clock; `undefined` where the store cannot tell. */
+  readonly remaining: Duration.Duration | undefined
+}
+
+/** A lease name the store has seen, held or free, as `inspect` lists it. */
+export interface LeaseStatus {
+  readonly name: string
+  /** The session holding it, or `undefined` when it is free. */
+  readonly holder: string | undefined
+  /** The holder's token, or for a free lease the last token granted (the floor of the next one). */
+  readonly token: bigint
+  /** The sessions queued for it, first in line first (empty for a store without a queue). */
+  readonly waiters: ReadonlyArray<string>
+}
+
+/**
+ * What a store holds, for operators (`simba status`): its live sessions, every lease name it keeps
+ * (held or free) and every group with live members. A read: it changes nothing, and what it lists
+ * may have moved on by the time it is printed.
+ */
+export interface Inventory {
+  readonly sessions: ReadonlyArray<SessionStatus>
+  readonly leases: ReadonlyArray<LeaseStatus>
+  readonly groups: ReadonlyArray<GroupView>
+}
+
 /** Answer to `keepAlive`. */
 export type KeepAliveReply = Data.TaggedEnum<{
   /**
@@ -188,6 +217,12 @@ export interface LeaseBackendService {
    * less than asked. Absent: every shortened cadence is published.
    */
   readonly remainingFor?: ((ttl: Duration.Duration) => Duration.Duration) | undefined
+  /**
+   * Optional, read-only: what the store holds (`Inventory`), sorted by session id, lease name and
+   * group. Its cost grows with the store's contents, so it is for operators, never for the client's
+   * own path. Absent for a store that cannot list itself.
+   */
+  readonly inspect?: Effect.Effect<Inventory, BackendError> | undefined
 }
 
 export class LeaseBackend extends Context.Tag("simba/LeaseBackend")<LeaseBackend, LeaseBackendService>() {}
@@ -276,6 +311,8 @@ export interface Store {
   readonly leave: (sessionId: string, group: string) => Effect.Effect<void, unknown>
   readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, unknown>
   readonly hints: Stream.Stream<Hint>
+  /** See `LeaseBackendService.inspect`; any order (`make` sorts). Default: absent. */
+  readonly inspect?: Effect.Effect<Inventory, unknown> | undefined
 }
 
 /** The operations of the SPI, as named in errors, spans and metrics. */
@@ -296,6 +333,7 @@ export const make = (store: Store): LeaseBackendService => {
   const joining = instrument("join")
   const leaving = instrument("leave")
   const listing = instrument("members")
+  const inspecting = instrument("inspect")
 
   const invalid = (operation: Operation, cause: string) => Effect.fail(new BackendError({ backend, operation, cause }))
   const withTtl = <A>(
@@ -341,9 +379,23 @@ export const make = (store: Store): LeaseBackendService => {
     leave: (sessionId, group) =>
       leaving(withName("leave", group, () => isSessionId(sessionId) ? store.leave(sessionId, group) : Effect.void)),
     members: (group) => listing(withName("members", group, () => store.members(group))),
-    hints: store.hints
+    hints: store.hints,
+    ...(store.inspect === undefined ? {} : { inspect: inspecting(Effect.map(store.inspect, sortInventory)) })
   }
 }
+
+const byKey = <A>(key: (a: A) => string) => (a: A, b: A): number => {
+  const x = key(a)
+  const y = key(b)
+  return x < y ? -1 : x > y ? 1 : 0
+}
+
+/** An inventory in a stable order: sessions by id, leases by name, groups by name, members sorted. */
+const sortInventory = (inventory: Inventory): Inventory => ({
+  sessions: [...inventory.sessions].sort(byKey((s) => s.sessionId)),
+  leases: [...inventory.leases].sort(byKey((l) => l.name)),
+  groups: [...inventory.groups].sort(byKey((g) => g.group)).map((g) => ({ group: g.group, members: [...g.members].sort() }))
+})
 
 const callCounter = (labels: Record<string, string>) =>
   Metrics.counter("simba_backend_calls_total", "backend calls by backend, operation and outcome", labels)

@@ -41,6 +41,7 @@ import {
   AcquireReply,
   type HeldLease,
   Hint,
+  type Inventory,
   type JoinReply,
   KeepAliveReply,
   LeaseBackend,
@@ -329,6 +330,16 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
         []
       ])
 
+    const inspect: Effect.Effect<Inventory> = transact((state, now): Step<Inventory> => [
+      {
+        sessions: Array.from(state.sessions, ([sessionId, session]) => ({ sessionId, remaining: remainingOf(session, now) })),
+        leases: Array.from(state.leases, ([name, lease]) => ({ name, holder: lease.holder, token: lease.token, waiters: [] })),
+        groups: Array.from(state.groups, ([group, members]) => ({ group, members: Array.from(members) }))
+      },
+      state,
+      []
+    ])
+
     return makeBackend({
       backend,
       isSessionId,
@@ -340,7 +351,8 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
       join,
       leave,
       members,
-      hints: hub.hints
+      hints: hub.hints,
+      inspect
     })
   })
 

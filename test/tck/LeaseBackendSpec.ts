@@ -49,6 +49,7 @@ export const LeaseBackendSpec = (
     describe("renewals", () => renewals(tck))
     describe("groups", () => groups(tck))
     if (tck.hints) describe("hints", () => hints(tck))
+    describe("inspect", () => inspection(tck))
     describe("client", () => clientCases(tck))
   })
 }
@@ -496,5 +497,52 @@ export const hints = (tck: Tck): void => {
     yield* b.closeSession(sessionId)
     yield* watch.await(changed, 4)
     expect(yield* b.members(group)).toEqual([])
+  }))
+}
+
+export const inspection = (tck: Tck): void => {
+  tck.test("inspect lists sessions, holders with their tokens, waiters and groups, and changes nothing", Effect.gen(function*() {
+    const b = yield* backend
+    const inspect = b.inspect
+    if (inspect === undefined) return expect.fail(`the ${b.backend} backend offers no inspect`)
+    const [name, group] = yield* uniqueNames("inspect", "inspect-group")
+    const holder = yield* open(tck)
+    const waiter = yield* open(tck)
+    const token = yield* acquireGranted(holder, name)
+    expectHeldBy(yield* b.acquire(waiter, name))
+    expect(yield* b.join(holder, group)).toBe("Joined")
+    expect(yield* b.join(waiter, group)).toBe("Joined")
+
+    const seen = yield* inspect
+    const sessions = seen.sessions.filter((s) => s.sessionId === holder || s.sessionId === waiter)
+    expect(sessions.map((s) => s.sessionId).sort()).toEqual([holder, waiter].sort())
+    for (const session of sessions) {
+      if (session.remaining !== undefined) {
+        expect(Duration.toMillis(session.remaining)).toBeGreaterThan(0)
+        expect(Duration.toMillis(session.remaining)).toBeLessThanOrEqual(Duration.toMillis(tck.ttl) + Duration.toMillis(tck.tolerance))
+      }
+    }
+    const lease = seen.leases.find((l) => l.name === name)
+    expect(lease).toMatchObject({ name, holder, token })
+    // A store with a queue lists the refused session as waiting; none lists the holder.
+    if (tck.handOffGrants) expect(lease?.waiters).toEqual([waiter])
+    else expect(lease?.waiters.every((w) => w === waiter)).toBe(true)
+    expect(seen.groups.find((g) => g.group === group)?.members).toEqual([holder, waiter].sort())
+    // Sorted, as `make` promises.
+    expect(seen.leases.map((l) => l.name)).toEqual(seen.leases.map((l) => l.name).sort())
+
+    // A read: the holder still holds, with the same token, and the waiter is still refused.
+    expect(yield* heldLeases(tck, holder)).toEqual([{ name, token }])
+
+    yield* b.withdraw(waiter, name)
+    yield* b.release(holder, name, token)
+    yield* b.closeSession(waiter)
+    const after = yield* inspect
+    expect(after.sessions.some((s) => s.sessionId === waiter)).toBe(false)
+    // A free name is either gone (ZooKeeper deletes the node) or listed free with its last token.
+    const freed = after.leases.find((l) => l.name === name)
+    if (freed !== undefined) expect(freed).toMatchObject({ name, holder: undefined, token, waiters: [] })
+    expect(after.groups.find((g) => g.group === group)?.members).toEqual([holder])
+    yield* b.closeSession(holder)
   }))
 }
