@@ -19,12 +19,15 @@ import {
   BackendError,
   type GroupView,
   Hint,
+  type Inventory,
   type JoinReply,
   KeepAliveReply,
   type LeaseBackendService,
+  type LeaseStatus,
   make as makeBackend,
   makeHintHub,
-  type OpenedSession
+  type OpenedSession,
+  type SessionStatus
 } from "../../LeaseBackend.js"
 import { isSessionId, newSessionId } from "../../internal/sessionId.js"
 import * as Migrations from "./migrations.js"
@@ -140,6 +143,92 @@ const groupViews = (pairs: ReadonlyArray<readonly [string, string]>): ReadonlyAr
     else members.push(member)
   }
   return [...byGroup.keys()].sort(byName).map((group) => ({ group, members: byGroup.get(group)!.sort(byName) }))
+}
+
+/**
+ * The reads of `inspect`, one per table, plain `SELECT`s on the tables the routines write. Each
+ * decides who is alive with one reading of the database's clock, taken in the statement:
+ * `statement_timestamp()` on PostgreSQL (`now()` would be the start of an enclosing transaction),
+ * `UTC_TIMESTAMP(6)` on MySQL (fixed per statement; `expires_at` is UTC). Tokens come as text, so
+ * none loses precision on the way. The waiter queue exists on PostgreSQL only.
+ */
+export const inspectQueries = (backend: Backend, prefix: string): {
+  readonly sessions: string
+  readonly leases: string
+  readonly waiters: string | undefined
+  readonly members: string
+} => {
+  const pg = backend === "postgres"
+  const now = pg ? "statement_timestamp()" : "UTC_TIMESTAMP(6)"
+  const live = `s.expires_at > ${now}`
+  return {
+    sessions: `SELECT s.id AS session_id, ${
+      pg
+        ? `floor(extract(epoch FROM s.expires_at - ${now}) * 1000)::bigint`
+        : `TIMESTAMPDIFF(MICROSECOND, ${now}, s.expires_at) DIV 1000`
+    } AS remaining FROM ${prefix}session s WHERE ${live}`,
+    // A lease naming a session that is gone or expired is free (the routines decide so too).
+    leases: `SELECT l.name AS name, ${pg ? "l.token::text" : "CAST(l.token AS CHAR)"} AS token,
+CASE WHEN ${live} THEN l.session_id END AS holder
+FROM ${prefix}lease l LEFT JOIN ${prefix}session s ON s.id = l.session_id`,
+    // In the order a release hands the lease on.
+    waiters: pg
+      ? `SELECT w.name AS name, w.session_id AS session_id FROM ${prefix}waiter w
+JOIN ${prefix}session s ON s.id = w.session_id WHERE ${live} ORDER BY w.since, w.session_id`
+      : undefined,
+    members: `SELECT m.group_name AS group_name, m.session_id AS session_id FROM ${prefix}member m
+JOIN ${prefix}session s ON s.id = m.session_id WHERE ${live}`
+  }
+}
+
+/** A stored token: 0 (a lease row never granted) or above. */
+const storedTokenPattern = /^(0|[1-9][0-9]{0,18})$/
+
+const asRow = (row: unknown): Either.Either<Record<string, unknown>, string> =>
+  typeof row === "object" && row !== null
+    ? Either.right(row as Record<string, unknown>)
+    : Either.left(`not a row: ${JSON.stringify(row)}`)
+
+/** A field that must be there: `NULL` or absent is as wrong as a value of the wrong type. */
+const required = <A>(field: string, read: Field<A>): Either.Either<A, string> =>
+  Either.flatMap(read, (value) => value === undefined ? Either.left(`the row has no ${field}`) : Either.right(value))
+
+/** Reads every row of one of `inspect`'s reads; the first bad row fails it, naming the read. */
+const readRows = <A>(
+  read: string,
+  rows: ReadonlyArray<unknown>,
+  readRow: (row: Record<string, unknown>) => Either.Either<A, string>
+): Either.Either<ReadonlyArray<A>, string> =>
+  Either.mapLeft(Either.all(rows.map((row) => Either.flatMap(asRow(row), readRow))), (cause) => `inspect, ${read}: ${cause}`)
+
+const readSession = (row: Record<string, unknown>): Either.Either<SessionStatus, string> =>
+  Either.map(
+    Either.all([required("session_id", stringField(row, "session_id")), required("remaining", numberField(row, "remaining"))]),
+    ([sessionId, remaining]) => ({ sessionId, remaining: Duration.millis(Math.max(0, remaining)) })
+  )
+
+const readLease = (row: Record<string, unknown>): Either.Either<Omit<LeaseStatus, "waiters">, string> =>
+  Either.flatMap(
+    Either.all([required("name", stringField(row, "name")), required("token", stringField(row, "token")), stringField(row, "holder")]),
+    ([name, token, holder]) =>
+      storedTokenPattern.test(token)
+        ? Either.right({ name, token: BigInt(token), holder })
+        : invalidField("token", token)
+  )
+
+/** A `[key, session id]` row: a waiter (`name`) or a member (`group_name`). */
+const readPair = (key: string) => (row: Record<string, unknown>): Either.Either<readonly [string, string], string> =>
+  Either.all([required(key, stringField(row, key)), required("session_id", stringField(row, "session_id"))])
+
+/** The pairs' session ids by key, in the pairs' order. */
+const byKeyOf = (pairs: ReadonlyArray<readonly [string, string]>): ReadonlyMap<string, ReadonlyArray<string>> => {
+  const map = new Map<string, Array<string>>()
+  for (const [key, sessionId] of pairs) {
+    const list = map.get(key)
+    if (list === undefined) map.set(key, [sessionId])
+    else list.push(sessionId)
+  }
+  return map
 }
 
 /** The error codes after which the whole routine was rolled back and may simply run again. */
@@ -352,6 +441,30 @@ export const make = (
       )
     }
     const hints = localHints === undefined ? settings.hints ?? Stream.empty : localHints.hints
+
+    // The dialect of the client, as for the schema.
+    const queries = sql.onDialectOrElse({
+      pg: () => inspectQueries("postgres", prefix),
+      orElse: () => inspectQueries("mysql", prefix)
+    })
+    /**
+     * One read per table, in turn, outside any transaction of ours: each is consistent in itself;
+     * together they may straddle a change (a holder may expire between the lease and session reads),
+     * which an operator's view, stale once printed, tolerates. Not retried: a plain read takes no locks.
+     */
+    const inspect: Effect.Effect<Inventory, unknown> = Effect.gen(function*() {
+      const sessions = yield* readRows("sessions", yield* sql.unsafe(queries.sessions), readSession)
+      const leases = yield* readRows("leases", yield* sql.unsafe(queries.leases), readLease)
+      const waiters = queries.waiters === undefined
+        ? new Map<string, ReadonlyArray<string>>()
+        : byKeyOf(yield* readRows("waiters", yield* sql.unsafe(queries.waiters), readPair("name")))
+      const members = yield* readRows("members", yield* sql.unsafe(queries.members), readPair("group_name"))
+      return {
+        sessions,
+        leases: leases.map((lease) => ({ ...lease, waiters: waiters.get(lease.name) ?? [] })),
+        groups: groupViews(members)
+      }
+    })
     return makeBackend({
       backend,
       isSessionId,
@@ -375,6 +488,7 @@ export const make = (
       leave: (sessionId, group) => Effect.asVoid(call("leave", [sessionId, group])),
       members: (group) =>
         Effect.map(call("members", [group]), (reply) => [...(reply.members ?? [])].sort(byName)),
-      hints
+      hints,
+      inspect
     })
   })
