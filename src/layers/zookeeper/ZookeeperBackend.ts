@@ -21,6 +21,7 @@ import type { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from "../../LeaseBackend.js"
 import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
+import { makeInspect } from "./inspect.js"
 import { resolve, type Settings, type ZookeeperOptions } from "./options.js"
 import {
   answerQueued,
@@ -98,6 +99,7 @@ export const make = (
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
       hints: hub.hints,
       ...operations,
+      inspect: makeInspect(settings, paths, watcher.current, sessions),
       // Once connected, the session is registered and watched even if the caller gave up meanwhile
       // (a timed-out call): nobody renews it, so the watchdog closes it after its timeout.
       openSession: (ttlMillis) =>
