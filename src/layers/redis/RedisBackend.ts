@@ -2,7 +2,7 @@
  * The Redis backend (ioredis 5): single node, or Redis Cluster through ioredis `Cluster`. This module
  * is the entry (`make`, `layer`, `layerConfig`, `makeWithClient`, `layerWithClient`, `config`); the
  * folder holds one module per concern (options, keys, slots, scripts, replies, connection, eviction,
- * markers, hints, watches, operations), and ioredis is an optional peer loaded when `make` runs.
+ * markers, hints, watches, operations, inspect), and ioredis is an optional peer loaded when `make` runs.
  *
  * Every state change is one Lua script that decides with the server's clock (`TIME`, `PX`), so the
  * client's clock is never compared with the server's and a renewal is one script per node whatever
@@ -20,6 +20,7 @@ import { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import * as Connection from "./connection.js"
 import * as Hints from "./hints.js"
+import * as Inspect from "./inspect.js"
 import * as Markers from "./markers.js"
 import { isSessionId } from "../../internal/sessionId.js"
 import { keys } from "./keys.js"
@@ -79,7 +80,8 @@ const start = (
         idleMs,
         delayMs,
         markAll: Markers.markAll(mode, k, runner, client, delayMs)
-      })
+      }),
+      inspect: Inspect.make(client, tracker, settings.prefix, k)
     })
   })
 
