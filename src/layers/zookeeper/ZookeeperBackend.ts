@@ -331,12 +331,20 @@ const makeOperations = (
    * pipeline; a reply that says the node is gone drops it from the cache.
    */
   const deleteLeases = (session: Session, held: ReadonlyArray<readonly [string, bigint]>) =>
-    held.map(([name, token]) => (done: (rc: number, message: string, value: undefined) => void) =>
-      session.handle.a_delete_(paths.lease(name), -1, (rc, message) => {
+    held.filter(([name]) => !session.deleting.has(name)).map(([name, token]) =>
+    (done: (rc: number, message: string, value: undefined) => void) => {
+      // One delete of a name at a time (see `Session.deleting`): a release and a close of the
+      // session, both read from the cache before the first delete was answered, once removed the
+      // node another session created between the two.
+      session.deleting.add(name)
+      const sent = session.handle.a_delete_(paths.lease(name), -1, (rc, message) => {
+        session.deleting.delete(name)
         if (rc === Rc.ok || rc === Rc.noNode) drop(session, name, token)
         done(rc, message, undefined)
       })
-    )
+      if (sent !== Rc.ok) session.deleting.delete(name)
+      return sent
+    })
 
   // One round trip: the cache says whether the node is still this session's with that token (see
   // "Why a release needs no read" in the module comment), so the delete is sent without a read. The

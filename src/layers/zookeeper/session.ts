@@ -42,6 +42,12 @@ export interface Session {
    */
   readonly waiting: Set<string>
   /**
+   * Names whose lease node this session has a delete in flight for. A delete is by path (ZooKeeper
+   * cannot delete on a `czxid`), so a second one sent before the first is answered could remove
+   * another session's node created in between: it is never sent.
+   */
+  readonly deleting: Set<string>
+  /**
    * Groups with a child watch on this session that is re-armed after it fires, with their members as
    * last read by the join or a re-arm (sorted, comma-joined).
    */
@@ -184,6 +190,7 @@ export const open = (
             uncertain: new Set(),
             watchedLeases: new Set(),
             waiting: new Set(),
+            deleting: new Set(),
             watchedGroups: new Map(),
             lastRenewalMillis: 0,
             inFlight: 0,
