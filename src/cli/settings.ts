@@ -19,7 +19,7 @@ import * as RedisBackend from "../layers/redis/RedisBackend.js"
 import * as MysqlBackend from "../layers/sql/MysqlBackend.js"
 import * as PgBackend from "../layers/sql/PgBackend.js"
 import * as ZookeeperBackend from "../layers/zookeeper/ZookeeperBackend.js"
-import { LeaseBackend, type LeaseBackendService } from "../LeaseBackend.js"
+import { BackendError, LeaseBackend, type LeaseBackendService } from "../LeaseBackend.js"
 import * as Simba from "../Simba.js"
 import * as SimbaConfig from "../SimbaConfig.js"
 import { UnreachableError, UsageError } from "./status.js"
@@ -175,7 +175,7 @@ export const connect = (given: Flags): Effect.Effect<Connected, unknown, Scope.S
 
 /** A failure to build a backend that is the store's absence, not a bad setting. */
 const isUnreachable = (cause: unknown): boolean =>
-  typeof cause === "object" && cause !== null && "_tag" in cause && cause._tag === "BackendError"
+  cause instanceof BackendError && cause.operation !== "loadDriver"
 
 /** A client on the connected backend, living in the scope. */
 export const client = (connected: Connected): Effect.Effect<Simba.SimbaClient, unknown, Scope.Scope> =>

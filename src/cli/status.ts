@@ -53,8 +53,12 @@ export const ofFailure = (error: unknown): { readonly status: number; readonly t
     case "InvalidLeaseNameError":
     case "EvictionPolicyError":
       return { status: badConfiguration, text }
+    case "BackendError": {
+      // The backend's driver is not installed: a setup to fix, not a store that is down.
+      const operation = typeof error === "object" && error !== null && "operation" in error ? error.operation : undefined
+      return { status: operation === "loadDriver" ? badConfiguration : unavailable, text }
+    }
     case "UnreachableError":
-    case "BackendError":
       return { status: unavailable, text }
     case "SpawnError": {
       const code = typeof error === "object" && error !== null && "code" in error ? error.code : undefined

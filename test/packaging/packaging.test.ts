@@ -60,7 +60,10 @@ const run = (file: string, args: ReadonlyArray<string>, options: {
       env: { ...env, ...options.env }
     }, (error, stdout, stderr) => {
       if (error) {
-        reject(new Error(`${file} ${args.join(" ")} failed (${error.message})\n--- stdout\n${stdout}\n--- stderr\n${stderr}`))
+        reject(Object.assign(
+          new Error(`${file} ${args.join(" ")} failed (${error.message})\n--- stdout\n${stdout}\n--- stderr\n${stderr}`),
+          { code: error.code }
+        ))
       } else {
         resolve({ stdout, stderr })
       }
@@ -178,6 +181,8 @@ describe("the packed library in a fresh project", () => {
     expect(loads).toContain("import simba")
     expect(loads).toContain("import effect")
     expect(loads.filter((line) => driverOf(line) !== undefined)).toEqual([])
+    // nor the command line's packages: only `simba`'s bin loads them
+    expect(loads.filter((line) => /@effect\/(cli|printer|platform-node)\b|\/dist\/cli\//.test(line))).toEqual([])
     // and it would see a driver: the control program tries to import one
     const control = await recorded("imports-a-driver.mjs")
     expect(control.flatMap((line) => driverOf(line) ?? [])).toContain("ioredis")
@@ -268,6 +273,20 @@ describe("the packed library in a fresh project", () => {
     expect(unversioned).toEqual([])
   })
 
+  it("runs npx simba --help, and exits 78 naming the install line when the chosen backend's driver is missing", async () => {
+    const help = await run("npx", ["--no-install", "simba", "lock", "--help"], { cwd: app, timeout: 60_000 })
+    expect(help.stdout).toMatch(/SIMBA_TOKEN/)
+    expect(help.stdout).toMatch(/\b75\b.*\b76\b/s)
+    const failed = await run("npx", ["--no-install", "simba", "lock", "x", "--", "true"], {
+      cwd: app,
+      timeout: 60_000,
+      env: { SIMBA_BACKEND: "redis" }
+    }).then(() => undefined, (error: unknown) => error as { readonly code?: unknown; readonly message: string })
+    // Redis chosen, ioredis not installed: a setup to fix (78), naming the package and the install line.
+    expect(failed?.code).toBe(78)
+    expect(failed?.message).toMatch(/npm install ioredis/)
+  }, 130_000)
+
   it("compiles the backends' subpaths with skipLibCheck: false once their drivers are installed", async () => {
     await run("npm", [
       "install",
@@ -275,10 +294,33 @@ describe("the packed library in a fresh project", () => {
       "--no-audit",
       "--no-fund",
       "--ignore-scripts",
-      ...["ioredis", "@effect/sql", "@effect/sql-pg", "@effect/sql-mysql2", "zookeeper", "@effect/platform-node"].map(
+      ...["ioredis", "@effect/sql", "@effect/sql-pg", "@effect/sql-mysql2", "zookeeper"].map(
         (name) => `${name}@${manifest.peerDependencies[name]}`
       )
     ], { cwd: app, timeout: 120_000 })
     await run(process.execPath, [tsc, "-p", "tsconfig.backends.json"], { cwd: app, timeout: 240_000 })
   }, 400_000)
+
+  it("runs npx simba lock on Redis once ioredis is installed: the command gets the lease and its token", async () => {
+    // Installed by the case above; on its own (`-t`), this case installs it.
+    if (!existsSync(join(app, "node_modules", "ioredis"))) {
+      await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", `ioredis@${manifest.peerDependencies.ioredis}`], {
+        cwd: app,
+        timeout: 120_000
+      })
+    }
+    const { stdout } = await run("npx", [
+      "--no-install",
+      "simba",
+      "lock",
+      `packaging.${process.pid}`,
+      "--",
+      process.execPath,
+      "-e",
+      "console.log(`held ${process.env.SIMBA_LEASE} ${process.env.SIMBA_TOKEN}`)"
+    ], { cwd: app, timeout: 60_000, env: { SIMBA_BACKEND: "redis", SIMBA_REDIS_KEY_PREFIX: `packaging-${process.pid}`, SIMBA_REDIS_LOCK_DELAY: "0" } })
+    const [, lease = "", token = ""] = /held (\S+) (\d+)/.exec(stdout) ?? []
+    expect(lease).toBe(`packaging.${process.pid}`)
+    expect(BigInt(token)).toBeGreaterThan(0n)
+  }, 200_000)
 })
