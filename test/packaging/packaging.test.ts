@@ -181,8 +181,12 @@ describe("the packed library in a fresh project", () => {
     expect(loads).toContain("import simba")
     expect(loads).toContain("import effect")
     expect(loads.filter((line) => driverOf(line) !== undefined)).toEqual([])
-    // nor the command line's packages: only `simba`'s bin loads them
-    expect(loads.filter((line) => /@effect\/(cli|printer|platform-node)\b|\/dist\/cli\//.test(line))).toEqual([])
+    // nor the command line's packages, from the root or a backend's subpath: only `simba`'s bin loads them
+    const cliModule = (line: string) => /@effect\/(cli|printer|platform-node)\b|\/dist\/cli\//.test(line)
+    expect(loads.filter(cliModule)).toEqual([])
+    const subpaths = await recorded("drivers-missing.mjs")
+    expect(subpaths).toContain("import simba/redis")
+    expect(subpaths.filter(cliModule)).toEqual([])
     // and it would see a driver: the control program tries to import one
     const control = await recorded("imports-a-driver.mjs")
     expect(control.flatMap((line) => driverOf(line) ?? [])).toContain("ioredis")
