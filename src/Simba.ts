@@ -54,6 +54,15 @@ export interface LockOptions {
    * Zero is a try-lock on every backend: one acquire round trip, no waiting (see `tryWithLock`).
    */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * `withLock` (or `lock`'s scope) returns only once the store answered the release: one more round
+   * trip, after which another client can be granted the lock. Default `false`: it returns as soon as
+   * the body has exited and the term is revoked, and the release is sent without waiting (nothing of
+   * this client acts on the lease any more; a later lock of the name here is ordered after it; `close`
+   * waits for it). Ask for it when what the caller does next must come after another client can hold
+   * the lock, such as telling it to go ahead.
+   */
+  readonly awaitRelease?: boolean | undefined
 }
 
 /**

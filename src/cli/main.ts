@@ -52,7 +52,7 @@ const setStatus = (status: number): Effect.Effect<void> => Effect.sync(() => voi
 
 const commandLine = (words: ReadonlyArray<string>): CommandLine => ({ command: words[0]!, args: words.slice(1) })
 
-const leaseName = Args.text({ name: "NAME" }).pipe(Args.withDescription("The lease's name: [A-Za-z0-9._:-], at most 256 characters."))
+const leaseName = Args.text({ name: "NAME" }).pipe(Args.withDescription("The lease's name: 1-128 characters of [A-Za-z0-9._:-]."))
 const commandArgs = Args.text({ name: "COMMAND" }).pipe(
   Args.atLeast(1),
   Args.withDescription("The command and its arguments, after --.")

@@ -230,11 +230,11 @@ export const revoke = (s: Step, e: Writable<ElectionState>, reason: RevokeReason
 }
 
 /** Rule 2, second half: release with the term's token, after revocation. */
-export const releaseLease = (s: Step, e: Writable<ElectionState>): void => {
+export const releaseLease = (s: Step, e: Writable<ElectionState>, completion?: number): void => {
   const term = e.term
   if (term === undefined) return
   e.term = undefined
-  giveBack(s, term.sessionId, e.name, term.token)
+  giveBack(s, term.sessionId, e.name, term.token, completion)
 }
 
 /**
@@ -242,12 +242,12 @@ export const releaseLease = (s: Step, e: Writable<ElectionState>): void => {
  * the backend after a retried acquire that the backend answers with the same token (acquire is
  * idempotent), and adopting that grant would make a term of a lease the late release then frees.
  */
-export const giveBack = (s: Step, sessionId: string, name: string, token: bigint): void => {
+export const giveBack = (s: Step, sessionId: string, name: string, token: bigint, completion?: number): void => {
   observe(s, name, token, sessionId)
   // A renewal reply or a pushed grant may still name this token later: never adopt it then.
   for (const e of electionsNamed(s, name)) see(s, e, token)
   if (sessionId === s.session.id && aboveReleased(s, name, token)) s.released = s.released.set(name, token)
-  call(s, { _tag: "Release", sessionId, name, token })
+  call(s, completion === undefined ? { _tag: "Release", sessionId, name, token } : { _tag: "Release", sessionId, name, token, completion })
 }
 
 /** `token` is above the last token of `name` this session released (rule 1), or none was released. */
@@ -345,10 +345,11 @@ export const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): v
   maybeFinishClose(s)
 }
 
-export const stop = (s: Step, handle: number, completion: number): void => {
+export const stop = (s: Step, handle: number, completion: number, awaitRelease = false): void => {
   const found = s.elections.get(handle)
   if (found === undefined) return complete(s, completion, ok)
   const e = edit(s, found)
+  if (awaitRelease) return beginStop(s, e, "stop", "STOPPED", completion)
   e.waiters = [...e.waiters, completion]
   beginStop(s, e, "stop", "STOPPED")
 }
@@ -358,23 +359,32 @@ export const beginStop = (
   s: Step,
   e: Writable<ElectionState>,
   after: "stop" | "cooldown",
-  reason: "STOPPED" | "STEPPED_DOWN"
+  reason: "STOPPED" | "STEPPED_DOWN",
+  releaseCompletion?: number
 ): void => {
+  // Answered with the release it waits for when a lease is released now; with the others otherwise.
+  const waitWithOthers = () => {
+    if (releaseCompletion !== undefined) e.waiters = [...e.waiters, releaseCompletion]
+  }
   switch (e.status) {
     case "HANDOVER":
+      waitWithOthers()
       if (after === "stop") e.afterHandover = "stop"
       return
     case "LEADER": {
       revoke(s, e, reason)
       if (e.term?.workRunning === true && sessionUsable(s)) {
+        waitWithOthers()
         e.afterHandover = after
         setStatus(s, e, "HANDOVER")
         return arm(s, handoverKey(e.handle), s.session.deadline)
       }
-      releaseLease(s, e)
+      if (e.term === undefined) waitWithOthers()
+      releaseLease(s, e, releaseCompletion)
       return after === "stop" ? remove(s, e) : enterCooldown(s, e)
     }
     default:
+      waitWithOthers()
       return after === "stop" ? remove(s, e) : enterCooldown(s, e)
   }
 }

@@ -4,7 +4,7 @@
 // event. The session's local deadline is checked before every event, so no handler acts on a session
 // whose deadline has passed.
 import { close, onClosed } from "./close.js"
-import { call, complete, copyEntries, failed, type Step } from "./context.js"
+import { call, complete, copyEntries, failed, ok, type Step } from "./context.js"
 import { onAcquire, start, stepDown, stop, workExited } from "./elections.js"
 import { hint, timer } from "./hints.js"
 import { join, leave, onJoined, onMembers } from "./partitions.js"
@@ -61,7 +61,7 @@ export const handle = (s: Step, event: Event): void => {
     case "Start":
       return start(s, event)
     case "Stop":
-      return stop(s, event.handle, event.completion)
+      return stop(s, event.handle, event.completion, event.awaitRelease === true)
     case "StepDown":
       return stepDown(s, event.handle, event.cooldown, event.completion)
     case "Timer":
@@ -101,6 +101,7 @@ export const afterClose = (s: Step, event: Event): void => {
     case "Reply": {
       const { request, response } = event
       if (request._tag === "CloseSession") return onClosed(s, request)
+      if (request._tag === "Release" && request.completion !== undefined) complete(s, request.completion, ok)
       if (request._tag === "OpenSession" && response._tag === "Opened") {
         call(s, { _tag: "CloseSession", sessionId: response.sessionId })
       } else if (request._tag === "Acquire" && response._tag === "Granted") {
@@ -129,6 +130,8 @@ export const reply = (s: Step, ev: Extract<Event, { _tag: "Reply" }>): void => {
     case "CloseSession":
       return onClosed(s, request)
     case "Release":
+      // Confirmed or failed, a stop that waits for the release is answered now.
+      if (request.completion !== undefined) complete(s, request.completion, ok)
       // A failed release is retried by rule 3 at the next renewal.
       if (response._tag === "Failed") return failed(s, "release", response.error)
       return onReleased(s, request)

@@ -13,7 +13,14 @@ export type Request =
   | { readonly _tag: "KeepAlive"; readonly sessionId: string; readonly ttl: number; readonly known?: string | undefined }
   | { readonly _tag: "CloseSession"; readonly sessionId: string }
   | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string }
-  | { readonly _tag: "Release"; readonly sessionId: string; readonly name: string; readonly token: bigint }
+  /** `completion`: answered when the backend answers the release (a `stop` that waits for it). */
+  | {
+    readonly _tag: "Release"
+    readonly sessionId: string
+    readonly name: string
+    readonly token: bigint
+    readonly completion?: number | undefined
+  }
   /** The session no longer waits for `name`: leave its waiter queue (fire-and-forget; the reply is ignored). */
   | { readonly _tag: "Withdraw"; readonly sessionId: string; readonly name: string }
   | { readonly _tag: "Join"; readonly sessionId: string; readonly group: string }
@@ -65,7 +72,11 @@ export type Event =
      */
     readonly tryCompletion?: number | undefined
   }
-  | { readonly _tag: "Stop"; readonly handle: number; readonly completion: number }
+  /**
+   * `awaitRelease`: a held lease's stop completes when the backend answered its release (confirmed
+   * or failed), not in the step that sends it.
+   */
+  | { readonly _tag: "Stop"; readonly handle: number; readonly completion: number; readonly awaitRelease?: boolean | undefined }
   | { readonly _tag: "StepDown"; readonly handle: number; readonly cooldown: number; readonly completion: number }
   | { readonly _tag: "Timer"; readonly key: string; readonly id: number }
   | {

@@ -103,7 +103,8 @@ const startLock = (
   shell: Shell,
   name: string,
   single: boolean,
-  onRevoked: () => Effect.Effect<void> | undefined
+  onRevoked: () => Effect.Effect<void> | undefined,
+  awaitRelease: boolean
 ): LockRequest => {
   if (shell.isShutDown) return stoppedAtClose
   const acquired = oneShot<Term.Term | undefined, ElectionError>()
@@ -120,7 +121,7 @@ const startLock = (
     if (shell.isShutDown) return forget()
     const completion = shell.nextId++
     shell.completions.set(completion, forget)
-    offerNow(shell, { _tag: "Stop", handle, completion })
+    offerNow(shell, awaitRelease ? { _tag: "Stop", handle, completion, awaitRelease } : { _tag: "Stop", handle, completion })
   }
   shell.hooks.set(handle, {
     onElected: (term) => {
@@ -185,7 +186,7 @@ export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.
       const refusal = refused(shell, name, held)
       if (refusal !== undefined) return refusal
       const single = tryOnce(options)
-      const request = startLock(shell, name, single, nothingToInterrupt)
+      const request = startLock(shell, name, single, nothingToInterrupt, options?.awaitRelease === true)
       // One finalizer: the fiber that closes the scope gets its lock list back (as `locallyScoped`
       // would restore it), then the lock is released.
       return Effect.flatMap(Effect.scope, (scope) =>
@@ -232,7 +233,7 @@ const runLocked = <A, E, R>(
         if (running === undefined) revokedEarly = true
         // A body that already ended has nothing to interrupt.
         return running === undefined || running.unsafePoll() !== null ? undefined : interruptSignal(running)
-      })
+      }, options?.awaitRelease === true)
       const holding = [...held, { shell, name }]
       const run = (term: Term.Term): Effect.Effect<Option.Option<A>, E | LockError, R> =>
         Effect.flatMap(

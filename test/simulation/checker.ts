@@ -559,7 +559,7 @@ export const formatEvent = (e: Engine.Event): string => {
     case "Start":
       return `Start(h${e.handle} ${e.kind} ${e.name}${e.hasWork ? " +work" : ""})`
     case "Stop":
-      return `Stop(h${e.handle})`
+      return `Stop(h${e.handle}${e.awaitRelease === true ? " awaitRelease" : ""})`
     case "StepDown":
       return `StepDown(h${e.handle}, cooldown ${fmt(e.cooldown)})`
     case "Timer":

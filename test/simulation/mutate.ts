@@ -63,8 +63,8 @@ export const mutations: ReadonlyArray<Mutation> = [
         '      if (e.term !== undefined) call(s, { _tag: "Release", sessionId: e.term.sessionId, name: e.name, token: e.term.token })\n      if (e.term?.workRunning === true && sessionUsable(s)) {'
       ],
       [
-        "      releaseLease(s, e)\n      return after === \"stop\" ? remove(s, e) : enterCooldown(s, e)",
-        "      revoke(s, e, reason)\n      releaseLease(s, e)\n      return after === \"stop\" ? remove(s, e) : enterCooldown(s, e)"
+        "      releaseLease(s, e, releaseCompletion)\n      return after === \"stop\" ? remove(s, e) : enterCooldown(s, e)",
+        "      revoke(s, e, reason)\n      releaseLease(s, e, releaseCompletion)\n      return after === \"stop\" ? remove(s, e) : enterCooldown(s, e)"
       ],
       [
         "  disarm(s, handoverKey(e.handle))\n  releaseLease(s, e)",

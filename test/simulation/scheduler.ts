@@ -696,7 +696,9 @@ class World {
 
   stopHandle(c: Incarnation, info: HandleInfo): void {
     info.stopping = true
-    this.request(c, "stop", info.handle, (completion) => ({ _tag: "Stop", handle: info.handle, completion }))
+    // A lock's stop may wait for its release (`awaitRelease`): answered by the release's reply.
+    const awaitRelease = info.kind === "lock" && this.rng.chance(0.5)
+    this.request(c, "stop", info.handle, (completion) => ({ _tag: "Stop", handle: info.handle, completion, awaitRelease }))
   }
 
   joinGroup(c: Incarnation): void {

@@ -387,6 +387,21 @@ export const clientCases = (tck: Tck): void => {
     expect(yield* held.isValid).toBe(true)
   }), timeout(6 * R))
 
+  tck.test("back to back: a lock taken again right after withLock returned (its release still travelling) gets a higher token", Effect.gen(function*() {
+    const net = yield* SimbaTest.networkFromContext
+    const name = yield* uniqueName("again")
+    const { client } = yield* SimbaTest.makeClient(net, config)
+    // The release is not awaited, so each acquire may reach the store before the release before
+    // it (a pool of connections): the store's answer must not hand the client the ended term again.
+    const rounds = yield* Effect.fork(Effect.forEach([1, 2, 3, 4], () => client.withLock(name, (term) => Effect.succeed(term.token))))
+    const tokens = yield* awaitFiber(tck, "four locks in a row", rounds, within(tck, 4 * 2 * R))
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!)
+    // The last release lands: another client gets the lock with a token above all of them.
+    const { client: other } = yield* SimbaTest.makeClient(net, config)
+    const next = yield* Effect.fork(other.withLock(name, (term) => Effect.succeed(term.token)))
+    expect(yield* awaitFiber(tck, "the other client's lock", next, within(tck, 2 * R))).toBeGreaterThan(tokens[3]!)
+  }), timeout(12 * R))
+
   tck.test("order of events: candidate, elected, leader, revoked, stopped; session opened first and ended last", Effect.gen(function*() {
     const net = yield* SimbaTest.networkFromContext
     const name = yield* uniqueName("events")
