@@ -55,6 +55,10 @@ export const flags = {
   renewInterval: Options.text("renew-interval").pipe(
     Options.withDescription("How often the session is renewed, e.g. 5s (sets SIMBA_RENEW_INTERVAL)."),
     Options.optional
+  ),
+  margin: Options.text("margin").pipe(
+    Options.withDescription("Safety margin taken off the term's deadline, e.g. 2s (sets SIMBA_MARGIN)."),
+    Options.optional
   )
 }
 
@@ -63,6 +67,7 @@ export interface Flags {
   readonly url: Option.Option<string>
   readonly leaseDuration: Option.Option<string>
   readonly renewInterval: Option.Option<string>
+  readonly margin: Option.Option<string>
 }
 
 /** The flags as the variables they set, in front of the environment. */
@@ -72,6 +77,7 @@ export const providerOf = (given: Flags, env: Readonly<Record<string, string | u
   if (Option.isSome(given.backend)) set.set("SIMBA_BACKEND", given.backend.value)
   if (Option.isSome(given.leaseDuration)) set.set("SIMBA_LEASE_DURATION", given.leaseDuration.value)
   if (Option.isSome(given.renewInterval)) set.set("SIMBA_RENEW_INTERVAL", given.renewInterval.value)
+  if (Option.isSome(given.margin)) set.set("SIMBA_MARGIN", given.margin.value)
   if (Option.isSome(given.url)) {
     const variable = (urlVariables as Record<string, string | undefined>)[backend]
     if (variable !== undefined) set.set(variable, given.url.value)
@@ -151,6 +157,7 @@ export const connect = (given: Flags): Effect.Effect<Connected, unknown, Scope.S
   Effect.gen(function*() {
     yield* checkDuration("lease-duration", given.leaseDuration)
     yield* checkDuration("renew-interval", given.renewInterval)
+    yield* checkDuration("margin", given.margin)
     const name = yield* backendName(given)
     const read = yield* SimbaConfig.fromEnv
     // The client's INFO lines (session opened, elected) would bury the command's own output; its

@@ -278,6 +278,8 @@ describe("the packed library in a fresh project", () => {
   })
 
   it("runs npx simba --help, and exits 78 naming the install line when the chosen backend's driver is missing", async () => {
+    const top = await run("npx", ["--no-install", "simba", "--help"], { cwd: app, timeout: 60_000 })
+    expect(top.stdout).toMatch(/lock .*elect .*status .*watch/s)
     const help = await run("npx", ["--no-install", "simba", "lock", "--help"], { cwd: app, timeout: 60_000 })
     expect(help.stdout).toMatch(/SIMBA_TOKEN/)
     expect(help.stdout).toMatch(/\b75\b.*\b76\b/s)
