@@ -51,7 +51,9 @@ const explanation = (event: SimbaEvent): string => {
     case "SessionEnded":
       return event.reason === "STOPPED" ? "" : ": every term of the session ended; opening a new session"
     case "SessionLeaseShortened":
-      return ": the backend granted less than leaseDuration"
+      // Either the store granted less than asked (ZooKeeper caps timeouts), or a large margin leaves
+      // too little of a whole grant: the line must not blame the store for the second.
+      return ": two renewals at renewInterval do not fit in the granted time less drift and margin (the backend granted less than leaseDuration, or the margin is large); renewing more often"
     case "TokenRegressed":
       return event.token === undefined
         ? ": the store no longer lists a lease of a live session (it lost state); the term ended"
