@@ -144,6 +144,7 @@ Effect.runPromiseExit(main).then((exit) => {
     process.stderr.write(`simba: ${Cause.pretty(exit.cause)}\n`)
     process.exitCode = Status.internalError
   }
-  // A driver's handle left open must not keep a finished command alive.
-  setTimeout(() => process.exit(), 1_000).unref()
+  // Done: every scope is closed (the lease released, the session closed). Exit once what was written
+  // is flushed, so a driver's handle left open cannot keep a finished command alive.
+  process.stdout.write("", () => process.stderr.write("", () => process.exit()))
 })
