@@ -2,6 +2,7 @@
  * The exit statuses of the `simba` command (sysexits where one fits) and how every failure maps to
  * one, with the line printed on stderr.
  */
+import * as ConfigError from "effect/ConfigError"
 import * as Data from "effect/Data"
 
 /** `simba lock`: the lock was not acquired within `--timeout` (a `--timeout 0` try that found it held). */
@@ -41,6 +42,8 @@ export class UnreachableError extends Data.TaggedError("UnreachableError")<{
 
 /** The exit status and the stderr line (without the `simba: ` prefix) for a failure. */
 export const ofFailure = (error: unknown): { readonly status: number; readonly text: string } => {
+  // The environment itself could not be read (a variable's text never fails: its rule does, above).
+  if (ConfigError.isConfigError(error)) return { status: badConfiguration, text: `invalid configuration: ${String(error)}` }
   const text = error instanceof Error ? error.message : String(error)
   const tag = typeof error === "object" && error !== null && "_tag" in error ? error._tag : undefined
   switch (tag) {
