@@ -123,17 +123,6 @@ const layerOf = (name: BackendName): Layer.Layer<LeaseBackend, unknown> => {
   }
 }
 
-/** Checks a duration flag before anything else, so its message names the flag. */
-const checkDuration = (flag: string, value: Option.Option<string>): Effect.Effect<void, UsageError> =>
-  Option.match(value, {
-    onNone: () => Effect.void,
-    onSome: (text) =>
-      Either.match(SimbaConfig.parseDuration(text), {
-        onLeft: (rule) => Effect.fail(new UsageError({ text: `--${flag} ${JSON.stringify(text)}: ${rule}` })),
-        onRight: () => Effect.void
-      })
-  })
-
 /** A duration argument of a command (`--timeout`, `--grace`): text with a unit, or the flag's message. */
 export const durationFlag = (flag: string, text: string): Effect.Effect<Duration.Duration, UsageError> =>
   Either.match(SimbaConfig.parseDuration(text), {
@@ -141,9 +130,12 @@ export const durationFlag = (flag: string, text: string): Effect.Effect<Duration
     onRight: (millis) => Effect.succeed(Duration.millis(millis))
   })
 
+/** Checks a timing flag before anything else, so its message names the flag, not the variable it sets. */
+const checkDuration = (flag: string, value: Option.Option<string>): Effect.Effect<void, UsageError> =>
+  Option.match(value, { onNone: () => Effect.void, onSome: (text) => Effect.asVoid(durationFlag(flag, text)) })
+
 /** What a command works with: the backend (checked reachable), and the validated client timing. */
 export interface Connected {
-  readonly name: BackendName
   readonly backend: LeaseBackendService
   readonly config: SimbaConfig.SimbaConfig
 }
@@ -177,7 +169,7 @@ export const connect = (given: Flags): Effect.Effect<Connected, unknown, Scope.S
       }),
       Effect.mapError((cause) => new UnreachableError({ backend: name, cause }))
     )
-    return { name, backend, config }
+    return { backend, config }
   }).pipe(Effect.withConfigProvider(providerOf(given, process.env)))
 
 /** A failure to build a backend that is the store's absence, not a bad setting. */
@@ -186,12 +178,4 @@ const isUnreachable = (cause: unknown): boolean =>
 
 /** A client on the connected backend, living in the scope. */
 export const client = (connected: Connected): Effect.Effect<Simba.SimbaClient, unknown, Scope.Scope> =>
-  Simba.make({
-    leaseDuration: connected.config.leaseDuration,
-    renewInterval: connected.config.renewInterval,
-    drift: connected.config.drift,
-    margin: connected.config.margin,
-    retryJitter: connected.config.retryJitter,
-    minBackoff: connected.config.minBackoff,
-    logLevel: connected.config.logLevel
-  }).pipe(Effect.provideService(LeaseBackend, connected.backend))
+  Simba.make(connected.config).pipe(Effect.provideService(LeaseBackend, connected.backend))

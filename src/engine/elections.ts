@@ -349,10 +349,14 @@ export const stop = (s: Step, handle: number, completion: number, awaitRelease =
   const found = s.elections.get(handle)
   if (found === undefined) return complete(s, completion, ok)
   const e = edit(s, found)
-  if (awaitRelease) return beginStop(s, e, "stop", "STOPPED", completion)
-  e.waiters = [...e.waiters, completion]
-  beginStop(s, e, "stop", "STOPPED")
+  // A lease released in this step carries the completion: answered by the release's reply.
+  const releasesNow = awaitRelease && e.status === "LEADER" && e.term !== undefined && !handsOver(s, e)
+  if (!releasesNow) e.waiters = [...e.waiters, completion]
+  beginStop(s, e, "stop", "STOPPED", releasesNow ? completion : undefined)
 }
+
+/** A leader with running work keeps its lease until the work exits (rule 5). */
+const handsOver = (s: Step, e: ElectionState): boolean => e.term?.workRunning === true && sessionUsable(s)
 
 /** Voluntary end of a term (rule 5): with running work, hold the lease until it exits or the deadline. */
 export const beginStop = (
@@ -362,29 +366,21 @@ export const beginStop = (
   reason: "STOPPED" | "STEPPED_DOWN",
   releaseCompletion?: number
 ): void => {
-  // Answered with the release it waits for when a lease is released now; with the others otherwise.
-  const waitWithOthers = () => {
-    if (releaseCompletion !== undefined) e.waiters = [...e.waiters, releaseCompletion]
-  }
   switch (e.status) {
     case "HANDOVER":
-      waitWithOthers()
       if (after === "stop") e.afterHandover = "stop"
       return
     case "LEADER": {
       revoke(s, e, reason)
-      if (e.term?.workRunning === true && sessionUsable(s)) {
-        waitWithOthers()
+      if (handsOver(s, e)) {
         e.afterHandover = after
         setStatus(s, e, "HANDOVER")
         return arm(s, handoverKey(e.handle), s.session.deadline)
       }
-      if (e.term === undefined) waitWithOthers()
       releaseLease(s, e, releaseCompletion)
       return after === "stop" ? remove(s, e) : enterCooldown(s, e)
     }
     default:
-      waitWithOthers()
       return after === "stop" ? remove(s, e) : enterCooldown(s, e)
   }
 }

@@ -59,8 +59,8 @@ export const mutations: ReadonlyArray<Mutation> = [
     description: "stop/stepDown releases the lease at once and revokes the term only when the handover ends (rule 2)",
     edits: [
       [
-        "      revoke(s, e, reason)\n      if (e.term?.workRunning === true && sessionUsable(s)) {",
-        '      if (e.term !== undefined) call(s, { _tag: "Release", sessionId: e.term.sessionId, name: e.name, token: e.term.token })\n      if (e.term?.workRunning === true && sessionUsable(s)) {'
+        "      revoke(s, e, reason)\n      if (handsOver(s, e)) {",
+        '      if (e.term !== undefined) call(s, { _tag: "Release", sessionId: e.term.sessionId, name: e.name, token: e.term.token })\n      if (handsOver(s, e)) {'
       ],
       [
         "      releaseLease(s, e, releaseCompletion)\n      return after === \"stop\" ? remove(s, e) : enterCooldown(s, e)",
