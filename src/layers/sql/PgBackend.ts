@@ -22,11 +22,14 @@ import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDr
 import * as Listen from "./listen.js"
 import { channel, defaultPrefix } from "./migrations.js"
 import * as Migrations from "./migrations.js"
-import { type ClientOptions, config as sqlConfig, prefixOf, resolve, type SqlOptions } from "./options.js"
+import { type ClientOptions, type LockDelayOption, lockDelayOf, pgConfig, prefixOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
-export type { ClientOptions, SqlOptions as PgOptions } from "./options.js"
+export type { ClientOptions, LockDelayOption } from "./options.js"
+
+/** Options of `make` / `layer`: a pool of its own. */
+export interface PgOptions extends SqlOptions, LockDelayOption {}
 
 /**
  * The SQL the migration runs for `tablePrefix` (tables, indexes, routines), in order, for DBAs who
@@ -43,7 +46,7 @@ export const defaultUrl = "postgres://127.0.0.1:5432/postgres"
 const install = "npm install @effect/sql@^0.52 @effect/sql-pg@^0.53"
 
 /** Options of `makeWithClient` / `layerWithClient`. */
-export interface PgClientOptions extends ClientOptions {
+export interface PgClientOptions extends ClientOptions, LockDelayOption {
   /**
    * Where the `LISTEN` connection for hints goes. Default: where the client connects (a `PgClient`'s
    * `config`: its `url`, or its host, port, database and credentials); without either, no hints.
@@ -120,12 +123,13 @@ export const makeWithClient = (
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const prefix = yield* prefixOf(backend, options)
+    const lockDelay = yield* lockDelayOf(backend, options)
     const listen = options.listenUrl === undefined
       ? listenConfigOfClient(sql)
       : fromUrl(typeof options.listenUrl === "string" ? Redacted.make(options.listenUrl) : options.listenUrl)
     const waiting = yield* Waiting.make()
     const hints = listen === undefined ? Stream.empty : yield* hintsOn(listen, prefix, waiting)
-    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting })
+    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting, lockDelay })
   })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(
@@ -143,30 +147,37 @@ export const layerWithClient = (
  * scope: runs the migration, then serves the leases.
  */
 export const make = (
-  options: SqlOptions = {}
+  options: PgOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const settings = yield* resolve(backend, options, defaultUrl)
+    // checked before connecting: a bad option is a SimbaConfigError, not a connect failure
+    yield* lockDelayOf(backend, options)
     const PgClient = yield* loadDriver(backend, "@effect/sql-pg", install, () => import("@effect/sql-pg/PgClient"))
     const tag = yield* sqlClientTag
     const context = yield* Layer.build(PgClient.layer({ url: settings.url, maxConnections: settings.maxConnections })).pipe(
       Effect.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
     )
-    return yield* makeWithClient(Context.get(context, tag), { tablePrefix: settings.prefix, listenUrl: settings.url })
+    return yield* makeWithClient(Context.get(context, tag), {
+      tablePrefix: settings.prefix,
+      listenUrl: settings.url,
+      lockDelay: options.lockDelay
+    })
   })
 
 /** Provides `LeaseBackend` on a pool of its own to `options.url` (see `make`). */
-export const layer = (options: SqlOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
+export const layer = (options: PgOptions = {}): Layer.Layer<LeaseBackend, BackendError | SimbaConfigError> =>
   Layer.scoped(LeaseBackend, make(options))
 
 /** Provides `LeaseBackend` with options read from `config`. */
 export const layerConfig = (
-  config: Config.Config<SqlOptions>
+  config: Config.Config<PgOptions>
 ): Layer.Layer<LeaseBackend, ConfigError.ConfigError | BackendError | SimbaConfigError> =>
   Layer.unwrapEffect(Effect.map(config, layer))
 
 /**
  * Options from the environment: `SIMBA_PG_URL` (default `postgres://127.0.0.1:5432/postgres`),
- * `SIMBA_PG_TABLE_PREFIX` (default `simba_`), `SIMBA_PG_MAX_CONNECTIONS` (default 10).
+ * `SIMBA_PG_TABLE_PREFIX` (default `simba_`), `SIMBA_PG_MAX_CONNECTIONS` (default 10),
+ * `SIMBA_PG_LOCK_DELAY` (default 15 s).
  */
-export const config: Config.Config<SqlOptions> = sqlConfig("PG")
+export const config: Config.Config<PgOptions> = pgConfig

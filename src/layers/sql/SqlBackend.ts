@@ -53,6 +53,11 @@ export interface Settings {
   readonly waiting: Waiting.Waiting
   /** How often the waited names are checked when there are no pushed hints. Default 60 ms. */
   readonly pollInterval?: Duration.Duration | undefined
+  /**
+   * PostgreSQL: how long nothing is granted once the database is found to have lost commits (its
+   * unlogged boot table empty: a crash, a promoted replica). Default 15 s.
+   */
+  readonly lockDelay?: Duration.Duration | undefined
 }
 
 /** The reply of every routine: one row, the fields its operation uses. */
@@ -64,6 +69,8 @@ interface Reply {
   readonly leases: ReadonlyArray<readonly [string, string]> | undefined
   readonly groups: ReadonlyArray<readonly [string, string]> | undefined
   readonly members: ReadonlyArray<string> | undefined
+  /** PostgreSQL: this call found the database's boot row gone, so commits may have been lost. */
+  readonly lost: boolean
 }
 
 const statuses: ReadonlySet<string> = new Set(["live", "expired", "granted", "held", "joined", "released", "ok"])
@@ -120,7 +127,7 @@ const readReply = (row: unknown): Either.Either<Reply, string> => {
       groups: listField(fields, "groups", isPair),
       members: listField(fields, "members", isString)
     }),
-    (read) => ({ status: status as Reply["status"], ...read })
+    (read) => ({ status: status as Reply["status"], ...read, lost: fields["lost"] === true })
   )
 }
 
@@ -319,12 +326,16 @@ export const make = (
         pg: () => `SELECT ${schema.routine(operation)}(${Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")}) AS r`,
         orElse: () => `CALL ${schema.routine(operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
       })
+    // PostgreSQL's acquire and release take the lock-delay in ms as their last parameter.
+    const pg = backend === "postgres"
+    const lockDelayMillis = Duration.toMillis(settings.lockDelay ?? Duration.seconds(15))
+    const delayParam: ReadonlyArray<unknown> = pg ? [lockDelayMillis] : []
     const statements = {
       open: statementOf("open", 2),
       keep_alive: statementOf("keep_alive", 3),
       close: statementOf("close", 1),
-      acquire: statementOf("acquire", 2),
-      release: statementOf("release", 3),
+      acquire: statementOf("acquire", 2 + delayParam.length),
+      release: statementOf("release", 3 + delayParam.length),
       join: statementOf("join", 2),
       leave: statementOf("leave", 2),
       members: statementOf("members", 1)
@@ -347,9 +358,21 @@ export const make = (
         () => Effect.zipRight(Effect.sleep(Duration.millis(2 * 2 ** retried)), run(statement, params, retried + 1))
       )
 
+    /**
+     * The loss a routine found is logged once, by the call that found it: from then on acquires answer
+     * "held" until the lock-delay has passed, which would otherwise look like a hang.
+     */
+    const logLoss = Effect.logError(
+      `simba postgres: the database lost its unlogged table ${prefix}boot (a crash restart, or a replica ` +
+        `promoted): commits of the last moments before it may be lost, so no lease is granted for the lockDelay ` +
+        `of ${lockDelayMillis} ms; sessions the database forgot end as expired`
+    ).pipe(Effect.annotateLogs({ backend }))
     /** One round trip: the routine of `operation` with `params`, retried after a deadlock; the reply read. */
     const call = (operation: keyof typeof statements, params: ReadonlyArray<unknown>): Effect.Effect<Reply, unknown> =>
-      Effect.flatMap(run(statements[operation], params, 0), (rows) => readReply(firstRow(backend, rows)))
+      Effect.flatMap(run(statements[operation], params, 0), (rows) => {
+        const reply = readReply(firstRow(backend, rows))
+        return Either.isRight(reply) && reply.right.lost ? Effect.as(logLoss, reply.right) : reply
+      })
     const remainingOf = (reply: Reply) => Duration.millis(Math.max(0, reply.remaining ?? 0))
     const unexpected = (operation: string, reply: Reply) =>
       Effect.fail(`unexpected reply to ${operation}: ${reply.status}`)
@@ -389,7 +412,7 @@ export const make = (
       )
 
     const acquire = (sessionId: string, name: string) =>
-      Effect.flatMap(call("acquire", [sessionId, name]), (reply): Effect.Effect<AcquireReply, unknown> => {
+      Effect.flatMap(call("acquire", [sessionId, name, ...delayParam]), (reply): Effect.Effect<AcquireReply, unknown> => {
         switch (reply.status) {
           case "expired":
             return Effect.succeed(AcquireReply.Expired())
@@ -473,7 +496,7 @@ export const make = (
       closeSession: (sessionId) => Effect.asVoid(call("close", [sessionId])),
       acquire,
       release: (sessionId, name, token) =>
-        Effect.flatMap(call("release", [sessionId, name, token.toString()]), (reply) =>
+        Effect.flatMap(call("release", [sessionId, name, token.toString(), ...delayParam]), (reply) =>
           // Without pushed hints, local candidates hear of a release made through this backend at once.
           reply.status === "released" && localHints !== undefined
             ? Effect.sync(() => localHints.emit(Hint.Released({ name })))

@@ -1,6 +1,6 @@
 /**
  * The schema of the SQL backends, per dialect: the tables (`<prefix>session`, `lease`, `member`, and
- * `waiter` on PostgreSQL) and one routine per SPI operation (`<prefix>v3_*` PL/pgSQL functions,
+ * `waiter` and the unlogged `boot` on PostgreSQL) and one routine per SPI operation (`<prefix>v4_*` PL/pgSQL functions,
  * `<prefix>v2_*` MySQL procedures), so every operation is one round trip with every decision about
  * time taken by the database inside it. Lease rows are never deleted, so tokens only rise; routines
  * lock lease rows, then session rows in id order, then read the clock. The version in the routines'
@@ -31,7 +31,7 @@ export const channel = (prefix: string): string => `${prefix}hints`
 export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
 
 /** The schema versions the routines carry in their names. */
-export const postgresVersion = 3
+export const postgresVersion = 4
 export const mysqlVersion = 2
 
 /**
@@ -43,15 +43,46 @@ export const mysqlFreeNames = (prefix: string, count: number): string =>
 WHERE l.name IN (${Array.from({ length: count }, () => "?").join(", ")})
 AND (s.id IS NULL OR s.expires_at <= UTC_TIMESTAMP(6))`
 
-/** PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value. */
+/** The lock-delay the routines of older schema versions pass on when their calls are served by this version's. */
+export const olderClientsLockDelayMs = 15_000
+
+/** The schema versions on PostgreSQL whose routines `postgresUpgrades` turns into calls of this version's. */
+export const olderPostgresVersions = [1, 2, 3] as const
+
+/**
+ * PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value.
+ *
+ * Commits that grant, release or renew do not wait for the WAL flush (`synchronous_commit = off` for
+ * their transaction): a crash may lose the last few hundred ms of them. Two rules make that safe, as
+ * on Redis: a token is `max(stored + 1, the database clock in µs)`, so a grant after a lost one gets
+ * a larger token; and `<prefix>boot`, an unlogged table, which PostgreSQL empties after a crash and
+ * which is empty on a promoted replica: a routine that finds it empty knows commits may be lost and
+ * grants nothing for the caller's lock-delay, so every holder that may still believe in a lost grant
+ * or renewal passes its deadline first. A session re-asking for a lease it held since before the loss
+ * gets a new token (its release may be what was lost). docs/sql.md, "Commits without a flush".
+ */
 export const postgres = (prefix: string): Schema => {
   const session = `${prefix}session`
   const lease = `${prefix}lease`
   const member = `${prefix}member`
   const waiter = `${prefix}waiter`
+  const boot = `${prefix}boot`
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
   const notify = (payload: string) => `PERFORM pg_notify('${channel(prefix)}', ${payload});`
   const ms = (millis: string) => `${millis} * interval '1 millisecond'`
+  // This transaction's commit returns before its WAL is flushed (see above).
+  const noFlush = `PERFORM set_config('synchronous_commit', 'off', true);`
+  // A token never below the database clock in microseconds.
+  const floored = (token: string, at: string) => `greatest(${token}, floor(extract(epoch FROM ${at}) * 1000000)::bigint)`
+  // Reads the boot row into v_resume (grants allowed from) and v_lost (when a loss was found); an
+  // empty table is a loss found now: grants resume after p_delay ms (v_found = true, logged by the client).
+  const readBoot = `SELECT resume_at, lost_at INTO v_resume, v_lost FROM ${boot} WHERE id = 1;
+  IF NOT FOUND THEN
+    INSERT INTO ${boot} (id, resume_at, lost_at) VALUES (1, clock_timestamp() + ${ms("p_delay")}, clock_timestamp())
+      ON CONFLICT (id) DO NOTHING;
+    v_found := FOUND;
+    SELECT resume_at, lost_at INTO v_resume, v_lost FROM ${boot} WHERE id = 1;
+  END IF;`
   return {
     routine: fn,
     marker: fn("members"),
@@ -84,8 +115,22 @@ export const postgres = (prefix: string): Schema => {
   PRIMARY KEY (name, session_id)
 )`,
       `CREATE INDEX IF NOT EXISTS ${waiter}_session ON ${waiter} (session_id)`,
+      // Created with its row by the migration that creates it: until then every commit was durable
+      // (earlier versions), so nothing can have been lost. Never written again but after a loss.
+      `DO $d$
+BEGIN
+  IF to_regclass('${boot}') IS NULL THEN
+    CREATE UNLOGGED TABLE ${boot} (
+      id smallint PRIMARY KEY,
+      resume_at timestamptz NOT NULL,
+      lost_at timestamptz
+    );
+    INSERT INTO ${boot} (id, resume_at, lost_at) VALUES (1, clock_timestamp(), NULL);
+  END IF;
+END $d$`,
       `CREATE OR REPLACE FUNCTION ${fn("open")}(p_sid varchar, p_ttl bigint) RETURNS json LANGUAGE plpgsql AS $f$
 BEGIN
+  ${noFlush}
   -- Sweep a few expired sessions (clients that died without closing): rows and memberships only;
   -- their leases are free already, since their holder is gone.
   WITH dead AS (
@@ -105,6 +150,7 @@ DECLARE
   v_expires timestamptz;
   v_version bigint;
 BEGIN
+  ${noFlush}
   SELECT expires_at, version INTO v_expires, v_version FROM ${session} WHERE id = p_sid FOR UPDATE;
   v_now := clock_timestamp();
   IF v_expires IS NULL OR v_expires <= v_now THEN
@@ -132,6 +178,7 @@ END $f$`,
 DECLARE
   v_name varchar;
 BEGIN
+  ${noFlush}
   PERFORM 1 FROM ${lease} WHERE session_id = p_sid ORDER BY name FOR UPDATE;
   DELETE FROM ${session} WHERE id = p_sid;
   FOR v_name IN UPDATE ${lease} SET session_id = NULL WHERE session_id = p_sid RETURNING name LOOP
@@ -143,28 +190,46 @@ BEGIN
   DELETE FROM ${waiter} WHERE session_id = p_sid;
   RETURN json_build_object('status', 'ok');
 END $f$`,
-      // A name never acquired is granted by its first row (token 1): one insert and the requester's
-      // version bump. A requester whose session turned out dead leaves a row naming it, which is a
-      // free lease (its holder is gone); token 1 is simply spent. A free lease is granted by the
-      // version bump (which is the requester's row lock) and the lease update.
-      `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar) RETURNS json LANGUAGE plpgsql AS $f$
+      // During a lock-delay nothing is granted: the answer is "held" with the delay's time left. A
+      // name never acquired is granted by its first row: one insert and the requester's version bump.
+      // A requester whose session turned out dead leaves a row naming it, which is a free lease (its
+      // holder is gone); its token is simply spent. A free lease is granted by the version bump (which
+      // is the requester's row lock) and the lease update.
+      `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar, p_delay bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_now timestamptz;
   v_holder varchar;
   v_token bigint;
+  v_acquired timestamptz;
   v_own timestamptz;
   v_held timestamptz;
+  v_resume timestamptz;
+  v_lost timestamptz;
+  v_found boolean := false;
 BEGIN
-  INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, 1, clock_timestamp())
-    ON CONFLICT (name) DO NOTHING;
+  ${noFlush}
+  ${readBoot}
+  IF v_resume > clock_timestamp() THEN
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid;
+    SELECT token INTO v_token FROM ${lease} WHERE name = p_name;
+    v_now := clock_timestamp();
+    IF v_own IS NULL OR v_own <= v_now THEN
+      RETURN json_build_object('lost', v_found, 'status', 'expired');
+    END IF;
+    RETURN json_build_object('lost', v_found, 'status', 'held', 'token', CASE WHEN v_token > 0 THEN v_token::text END,
+      'remaining', ceil(extract(epoch FROM v_resume - v_now) * 1000));
+  END IF;
+  v_now := clock_timestamp();
+  INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, ${floored("1", "v_now")}, v_now)
+    ON CONFLICT (name) DO NOTHING RETURNING token INTO v_token;
   IF FOUND THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid RETURNING expires_at INTO v_own;
     IF v_own IS NULL OR v_own <= clock_timestamp() THEN
-      RETURN json_build_object('status', 'expired');
+      RETURN json_build_object('lost', v_found, 'status', 'expired');
     END IF;
-    RETURN json_build_object('status', 'granted', 'token', '1');
+    RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text);
   END IF;
-  SELECT session_id, token INTO v_holder, v_token FROM ${lease} WHERE name = p_name FOR UPDATE;
+  SELECT session_id, token, acquired_at INTO v_holder, v_token, v_acquired FROM ${lease} WHERE name = p_name FOR UPDATE;
   IF v_holder IS NULL THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid RETURNING expires_at INTO v_own;
   ELSIF v_holder = p_sid THEN
@@ -178,32 +243,44 @@ BEGIN
   END IF;
   v_now := clock_timestamp();
   IF v_own IS NULL OR v_own <= v_now THEN
-    RETURN json_build_object('status', 'expired');
+    RETURN json_build_object('lost', v_found, 'status', 'expired');
   END IF;
   IF v_holder = p_sid THEN
-    RETURN json_build_object('status', 'granted', 'token', v_token::text);
+    -- Its own lease: the same term (a retried acquire), unless granted before a loss was found,
+    -- when the release that ended that term may be what was lost: a new token then.
+    IF v_lost IS NULL OR v_acquired >= v_lost THEN
+      RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text);
+    END IF;
+    v_held := NULL;
   END IF;
   IF v_held > v_now THEN
     INSERT INTO ${waiter} (name, session_id, since) VALUES (p_name, p_sid, v_now) ON CONFLICT DO NOTHING;
-    RETURN json_build_object('status', 'held', 'token', v_token::text,
+    RETURN json_build_object('lost', v_found, 'status', 'held', 'token', v_token::text,
       'remaining', floor(extract(epoch FROM v_held - v_now) * 1000));
   END IF;
-  UPDATE ${lease} SET session_id = p_sid, token = v_token + 1, acquired_at = v_now WHERE name = p_name;
+  UPDATE ${lease} SET session_id = p_sid, token = ${floored("v_token + 1", "v_now")}, acquired_at = v_now WHERE name = p_name
+    RETURNING token INTO v_token;
   IF v_holder IS NOT NULL THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
   END IF;
   DELETE FROM ${waiter} WHERE name = p_name AND session_id = p_sid;
-  RETURN json_build_object('status', 'granted', 'token', (v_token + 1)::text);
+  RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text);
 END $f$`,
       // A release hands the lease to the first waiter still alive, in the same transaction (the next
       // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with nobody
-      // waiting it notifies `r:<name>`. Session rows are locked in id order, as in acquire.
-      `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint) RETURNS json LANGUAGE plpgsql AS $f$
+      // waiting, or during a lock-delay, it notifies `r:<name>`. Session rows are locked in id order,
+      // as in acquire.
+      `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint, p_delay bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_next varchar;
   v_expires timestamptz;
   v_queued boolean;
+  v_token bigint;
+  v_resume timestamptz;
+  v_lost timestamptz;
+  v_found boolean := false;
 BEGIN
+  ${noFlush}
   -- With a queue, the lease row is locked and written once, to its next holder. The peek takes no
   -- lock: a waiter queued after it is found by the loop (it queues under the lease row lock).
   v_queued := EXISTS (SELECT 1 FROM ${waiter} WHERE name = p_name);
@@ -215,7 +292,8 @@ BEGIN
   IF NOT FOUND THEN
     RETURN json_build_object('status', 'ok');
   END IF;
-  LOOP
+  ${readBoot}
+  WHILE v_resume <= clock_timestamp() LOOP
     SELECT w.session_id INTO v_next FROM ${waiter} w WHERE w.name = p_name ORDER BY w.since, w.session_id LIMIT 1;
     EXIT WHEN v_next IS NULL;
     PERFORM 1 FROM ${session} WHERE id IN (p_sid, v_next) ORDER BY id FOR UPDATE;
@@ -231,11 +309,12 @@ BEGIN
     END IF;
     ${notify("'r:' || p_name")}
   ELSE
-    UPDATE ${lease} SET session_id = v_next, token = p_token + 1, acquired_at = clock_timestamp() WHERE name = p_name;
+    UPDATE ${lease} SET session_id = v_next, token = ${floored("p_token + 1", "clock_timestamp()")}, acquired_at = clock_timestamp()
+      WHERE name = p_name RETURNING token INTO v_token;
     UPDATE ${session} SET version = version + 1 WHERE id = v_next;
-    ${notify("'h:' || v_next || ':' || (p_token + 1)::text || ':' || p_name")}
+    ${notify("'h:' || v_next || ':' || v_token::text || ':' || p_name")}
   END IF;
-  RETURN json_build_object('status', 'released');
+  RETURN json_build_object('lost', v_found, 'status', 'released');
 END $f$`,
       `CREATE OR REPLACE FUNCTION ${fn("join")}(p_sid varchar, p_group varchar) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
@@ -266,9 +345,37 @@ BEGIN
     FROM ${member} m JOIN ${session} s ON s.id = m.session_id
     WHERE m.group_name = p_group AND s.expires_at > clock_timestamp()
   ));
-END $f$`
+END $f$`,
+      // Last: an older client that finds its routines (its marker) skips its own migration.
+      ...olderPostgresVersions.flatMap((version) => postgresUpgrades(prefix, version))
     ]
   }
+}
+
+/**
+ * Statements that make the routines of an older schema version calls of this version's, installed by
+ * this version's migration whether or not that version was ever installed: a client of it still
+ * running (a rolling upgrade), or started later, then keeps this version's rules (no grant during a
+ * lock-delay, tokens floored by the clock, no waiting for a flush), and its own migration finds its
+ * marker and installs nothing. Their lock-delay is `olderClientsLockDelayMs`. Versions 1 to 3 have
+ * these signatures.
+ */
+export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray<string> => {
+  const older = (operation: string) => routine(prefix, version, operation)
+  const fn = (operation: string) => routine(prefix, postgresVersion, operation)
+  const delay = olderClientsLockDelayMs
+  const wrapper = (operation: string, params: string, call: string) =>
+    `CREATE OR REPLACE FUNCTION ${older(operation)}(${params}) RETURNS json LANGUAGE sql AS $f$ SELECT ${fn(operation)}(${call}) $f$`
+  return [
+    wrapper("open", "p_sid varchar, p_ttl bigint", "p_sid, p_ttl"),
+    wrapper("keep_alive", "p_sid varchar, p_ttl bigint, p_known bigint", "p_sid, p_ttl, p_known"),
+    wrapper("close", "p_sid varchar", "p_sid"),
+    wrapper("acquire", "p_sid varchar, p_name varchar", `p_sid, p_name, ${delay}`),
+    wrapper("release", "p_sid varchar, p_name varchar, p_token bigint", `p_sid, p_name, p_token, ${delay}`),
+    wrapper("join", "p_sid varchar, p_group varchar", "p_sid, p_group"),
+    wrapper("leave", "p_sid varchar, p_group varchar", "p_sid, p_group"),
+    wrapper("members", "p_group varchar", "p_group")
+  ]
 }
 
 /**

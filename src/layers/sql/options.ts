@@ -54,6 +54,24 @@ export const pollIntervalOf = (
   Effect.flatMap(Options.check(backend, options), (check) =>
     Effect.map(check.duration("pollInterval", options.pollInterval, 60), Duration.millis))
 
+/** What the PostgreSQL backend adds to the SQL options. */
+export interface LockDelayOption {
+  /**
+   * How long nothing is granted after the backend found that the database may have lost commits (a
+   * crash restart, a replica promoted): set it at least the longest `leaseDuration` of any client.
+   * Default 15 s; `0` turns the protection off (docs/sql.md, "Commits without a flush").
+   */
+  readonly lockDelay?: Options.DurationOption | undefined
+}
+
+/** The `lockDelay` option (PostgreSQL), checked: not negative, default 15 s. */
+export const lockDelayOf = (
+  backend: Backend,
+  options: LockDelayOption
+): Effect.Effect<Duration.Duration, SimbaConfigError> =>
+  Effect.flatMap(Options.check(backend, options), (check) =>
+    Effect.map(check.duration("lockDelay", options.lockDelay, 15_000, { least: 0 }), (ms) => Duration.millis(Math.ceil(ms))))
+
 /** Checks `options` and fills in the defaults. */
 export const resolve = (
   backend: Backend,
@@ -87,3 +105,11 @@ export const config = (name: "PG" | "MYSQL"): Config.Config<SqlOptions> =>
     tablePrefix: Options.text(`SIMBA_${name}_TABLE_PREFIX`),
     maxConnections: Options.integer(`SIMBA_${name}_MAX_CONNECTIONS`)
   })
+
+/** As `config("PG")`, and `SIMBA_PG_LOCK_DELAY` (a duration such as `15s`; see `LockDelayOption`). */
+export const pgConfig: Config.Config<SqlOptions & LockDelayOption> = Options.fromEnv({
+  url: Options.secret("SIMBA_PG_URL"),
+  tablePrefix: Options.text("SIMBA_PG_TABLE_PREFIX"),
+  maxConnections: Options.integer("SIMBA_PG_MAX_CONNECTIONS"),
+  lockDelay: Options.duration("SIMBA_PG_LOCK_DELAY")
+})
