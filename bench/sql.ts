@@ -28,6 +28,7 @@
  */
 import type { SqlClient as SqlClientService } from "@effect/sql/SqlClient"
 import { SqlClient } from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Deferred from "effect/Deferred"
@@ -78,16 +79,34 @@ type Row = SqlRow
  * renewals (the `keep_alive` routine) also in `renewals`.
  */
 const counting = (sql: SqlClientService, count: Ref.Ref<number>, renewals?: Ref.Ref<number>): SqlClientService => {
+  const counted = (text: string) => {
+    Effect.runSync(Ref.update(count, (n) => n + 1))
+    if (renewals !== undefined && text.includes("keep_alive")) Effect.runSync(Ref.update(renewals, (n) => n + 1))
+  }
+  // A reserved connection (the backend's lanes, see src/layers/sql/lanes.ts): its statements counted too.
+  const countingConnection = (connection: Connection): Connection =>
+    new Proxy(connection, {
+      get(t, property, receiver) {
+        if (property === "execute") {
+          return (text: string, params: ReadonlyArray<unknown>, transform: undefined) => {
+            counted(text)
+            return t.execute(text, params, transform)
+          }
+        }
+        const value: unknown = Reflect.get(t, property, receiver)
+        return typeof value === "function" ? value.bind(t) : value
+      }
+    })
   const wrap = (target: SqlClientService): SqlClientService =>
     new Proxy(target, {
       get(t, property, receiver) {
         if (property === "unsafe") {
           return (text: string, params?: ReadonlyArray<unknown>) => {
-            Effect.runSync(Ref.update(count, (n) => n + 1))
-            if (renewals !== undefined && text.includes("keep_alive")) Effect.runSync(Ref.update(renewals, (n) => n + 1))
+            counted(text)
             return t.unsafe(text, params)
           }
         }
+        if (property === "reserve") return Effect.map(t.reserve, countingConnection)
         if (property === "withoutTransforms") return () => wrap(t.withoutTransforms())
         const value: unknown = Reflect.get(t, property, receiver)
         return typeof value === "function" ? value.bind(t) : value
@@ -104,9 +123,10 @@ const backendOf = (db: Db, count: Ref.Ref<number>, renewals?: Ref.Ref<number>): 
       : MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 4 })
     const context = yield* Layer.build(client)
     const sql = counting(context.unsafeMap.get(SqlClient.key) as SqlClientService, count, renewals)
+    // As `PgBackend.layer` / `MysqlBackend.layer` run on a pool of their own of 4: 3 connections reserved.
     return db === "postgres"
-      ? yield* PgBackend.makeWithClient(sql, { tablePrefix: prefix, listenUrl: pgUrl })
-      : yield* MysqlBackend.makeWithClient(sql, { tablePrefix: prefix })
+      ? yield* PgBackend.makeWithClient(sql, { tablePrefix: prefix, listenUrl: pgUrl, reservedConnections: 3 })
+      : yield* MysqlBackend.makeWithClient(sql, { tablePrefix: prefix, reservedConnections: 3 })
   })
 
 const clientOn = (backend: LeaseBackendService, input: Parameters<typeof Simba.make>[0] = settings) =>
@@ -137,6 +157,7 @@ interface DbResult {
   readonly backendOnlyRoundTrips: number
   readonly peerPair: number
   readonly commitFloor: number
+  readonly unflushedFloor: number
   readonly handoverMedian: number
   readonly handoverP90: number
   readonly waiterQueriesPerHandover: number
@@ -206,6 +227,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
     let backendOnlyRoundTrips = skipped
     let peerPair: ReadonlyArray<number> = [skipped]
     let commitFloor: ReadonlyArray<number> = [skipped]
+    let unflushedFloor: ReadonlyArray<number> = [skipped]
     if (only.has("uncontended")) {
       log(`${db}: uncontended`)
       const count = yield* Ref.make(0)
@@ -225,7 +247,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       const client = yield* clientOn(backend)
       yield* timed(100, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
       uncontended = yield* timed(500, (i) => client.withLock(`u-${run}-${i}`, Effect.void))
-      ;[peerPair, commitFloor] = yield* Effect.scoped(Effect.gen(function*() {
+      ;[peerPair, commitFloor, unflushedFloor] = yield* Effect.scoped(Effect.gen(function*() {
         const conn = yield* sql.reserve
         const lock = db === "postgres"
           ? (key: number) => Effect.zipRight(
@@ -256,8 +278,18 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
           : conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ?`, [id])
         yield* timed(100, () => Effect.zipRight(update, update))
         const commits = yield* timed(500, () => Effect.zipRight(update, update))
+        // PostgreSQL: the same two commits without waiting for the flush, as Simba's routines commit.
+        const unflushed = db === "postgres"
+          ? yield* Effect.gen(function*() {
+            yield* conn.executeRaw("SET synchronous_commit = off", [])
+            yield* timed(100, () => Effect.zipRight(update, update))
+            const samples = yield* timed(500, () => Effect.zipRight(update, update))
+            yield* conn.executeRaw("RESET synchronous_commit", [])
+            return samples
+          })
+          : [skipped]
         yield* conn.executeRaw(db === "postgres" ? `DELETE FROM ${table} WHERE id = $1` : `DELETE FROM ${table} WHERE id = ?`, [id])
-        return [peer, commits] as const
+        return [peer, commits, unflushed] as const
       }))
     }
 
@@ -375,6 +407,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       backendOnlyRoundTrips,
       peerPair: median(peerPair) * 1000,
       commitFloor: median(commitFloor) * 1000,
+      unflushedFloor: median(unflushedFloor) * 1000,
       handoverMedian: median(handovers),
       handoverP90: percentile(handovers, 90),
       waiterQueriesPerHandover,
@@ -482,6 +515,7 @@ export const main = async (
   row("sql uncontended", "LeaseBackend alone, process CPU time per acquire + release", "µs", (r) => r.backendOnlyCpu)
   row("sql uncontended", "LeaseBackend alone, round trips per acquire + release (client count)", "round trips", (r) => r.backendOnlyRoundTrips)
   row("sql uncontended", "durable floor: two one-row UPDATE commits on one connection, median", "µs", (r) => r.commitFloor)
+  row("sql uncontended", "floor without the flush (PostgreSQL, as Simba commits): the same two commits with synchronous_commit off, median", "µs", (r) => r.unflushedFloor)
   row("sql handover", "release → waiter holds, median of 30", "ms", (r) => r.handoverMedian)
   row("sql handover", "floor (PostgreSQL): one durable UPDATE + pg_notify commit → a LISTEN connection hears it, same idle, median of 30", "ms", (r) => r.handoverFloor)
   row("sql handover", "release → waiter holds, p90 of 30", "ms", (r) => r.handoverP90)

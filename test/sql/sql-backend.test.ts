@@ -128,6 +128,28 @@ for (const dialect of dialects) {
         }
       }))
 
+    it.live("reservedConnections: calls run on that many connections reserved from the application's pool; a bad count is a SimbaConfigError", () =>
+      Effect.gen(function*() {
+        const withClient = (reservedConnections: number) =>
+          dialect.label === "postgres"
+            ? PgBackend.layerWithClient({ tablePrefix: dialect.prefix, reservedConnections })
+            : MysqlBackend.layerWithClient({ tablePrefix: dialect.prefix, reservedConnections })
+        yield* Effect.gen(function*() {
+          const b = yield* LeaseBackend
+          const sessionId = (yield* b.openSession(ttl)).sessionId
+          // More calls at once than reserved connections: they take turns.
+          const names = [1, 2, 3, 4, 5].map((i) => unique(`reserved-${i}`))
+          const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted), { concurrency: "unbounded" })
+          expect(live(yield* b.keepAlive(sessionId, ttl)).leases).toEqual(
+            names.map((name, i) => ({ name, token: tokens[i]! })).sort((a, c) => a.name < c.name ? -1 : 1)
+          )
+          yield* b.closeSession(sessionId)
+        }).pipe(Effect.provide(withClient(1).pipe(Layer.provide(dialect.raw))), Effect.scoped)
+        const error = yield* Effect.flip(Effect.scoped(Layer.build(withClient(-1).pipe(Layer.provide(dialect.raw)))))
+        if (error._tag !== "SimbaConfigError") expect.fail(`expected SimbaConfigError, got ${error._tag}`)
+        expect(error.field).toBe(`${dialect.label}.reservedConnections`)
+      }), 30_000)
+
     it.live("a refused connection fails with BackendError(connect) whose first line starts with the server's reason", () =>
       Effect.gen(function*() {
         const layerOf = dialect.label === "postgres" ? PgBackend.layer : MysqlBackend.layer

@@ -20,7 +20,7 @@ import type { DurationOption } from "../../internal/options.js"
 import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
 import * as Migrations from "./migrations.js"
 import { defaultPrefix } from "./migrations.js"
-import { type ClientOptions, config as sqlConfig, pollIntervalOf, prefixOf, resolve, type SqlOptions } from "./options.js"
+import { type ClientOptions, config as sqlConfig, lanesOf, pollIntervalOf, prefixOf, reservedOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
@@ -60,11 +60,19 @@ export const makeWithClient = (
   sql: SqlClient.SqlClient,
   options: MysqlClientOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.flatMap(reservedOf(backend, options), (lanes) => makeOn(sql, options, lanes))
+
+/** `makeWithClient`, with `lanes` reserved connections when the pool is the backend's own. */
+const makeOn = (
+  sql: SqlClient.SqlClient,
+  options: MysqlClientOptions,
+  lanes: number | undefined
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const prefix = yield* prefixOf(backend, options)
     const pollInterval = yield* pollIntervalOf(backend, options)
     const waiting = yield* Waiting.make()
-    return yield* SqlBackend.make(sql, { backend, prefix, hints: undefined, waiting, pollInterval })
+    return yield* SqlBackend.make(sql, { backend, prefix, hints: undefined, waiting, pollInterval, lanes })
   })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(
@@ -93,10 +101,10 @@ export const make = (
     const context = yield* Layer.build(MysqlClient.layer({ url: settings.url, maxConnections: settings.maxConnections })).pipe(
       Effect.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
     )
-    return yield* makeWithClient(Context.get(context, tag), {
+    return yield* makeOn(Context.get(context, tag), {
       tablePrefix: settings.prefix,
       pollInterval: options.pollInterval
-    })
+    }, lanesOf(settings.maxConnections))
   })
 
 /** Provides `LeaseBackend` on a pool of its own to `options.url` (see `make`). */

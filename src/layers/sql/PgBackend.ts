@@ -22,7 +22,17 @@ import { BackendError, type Hint, LeaseBackend, type LeaseBackendService, loadDr
 import * as Listen from "./listen.js"
 import { channel, defaultPrefix } from "./migrations.js"
 import * as Migrations from "./migrations.js"
-import { type ClientOptions, type LockDelayOption, lockDelayOf, pgConfig, prefixOf, resolve, type SqlOptions } from "./options.js"
+import {
+  type ClientOptions,
+  lanesOf,
+  type LockDelayOption,
+  lockDelayOf,
+  pgConfig,
+  prefixOf,
+  reservedOf,
+  resolve,
+  type SqlOptions
+} from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
 import * as Waiting from "./waiting.js"
 
@@ -121,6 +131,14 @@ export const makeWithClient = (
   sql: SqlClient.SqlClient,
   options: PgClientOptions = {}
 ): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
+  Effect.flatMap(reservedOf(backend, options), (lanes) => makeOn(sql, options, lanes))
+
+/** `makeWithClient`, with `lanes` reserved connections when the pool is the backend's own. */
+const makeOn = (
+  sql: SqlClient.SqlClient,
+  options: PgClientOptions,
+  lanes: number | undefined
+): Effect.Effect<LeaseBackendService, BackendError | SimbaConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const prefix = yield* prefixOf(backend, options)
     const lockDelay = yield* lockDelayOf(backend, options)
@@ -129,7 +147,7 @@ export const makeWithClient = (
       : fromUrl(typeof options.listenUrl === "string" ? Redacted.make(options.listenUrl) : options.listenUrl)
     const waiting = yield* Waiting.make()
     const hints = listen === undefined ? Stream.empty : yield* hintsOn(listen, prefix, waiting)
-    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting, lockDelay })
+    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting, lockDelay, lanes })
   })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(
@@ -158,11 +176,11 @@ export const make = (
     const context = yield* Layer.build(PgClient.layer({ url: settings.url, maxConnections: settings.maxConnections })).pipe(
       Effect.mapError((cause) => new BackendError({ backend, operation: "connect", cause }))
     )
-    return yield* makeWithClient(Context.get(context, tag), {
+    return yield* makeOn(Context.get(context, tag), {
       tablePrefix: settings.prefix,
       listenUrl: settings.url,
       lockDelay: options.lockDelay
-    })
+    }, lanesOf(settings.maxConnections))
   })
 
 /** Provides `LeaseBackend` on a pool of its own to `options.url` (see `make`). */

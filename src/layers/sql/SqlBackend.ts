@@ -30,6 +30,7 @@ import {
   type SessionStatus
 } from "../../LeaseBackend.js"
 import { isSessionId, newSessionId } from "../../internal/sessionId.js"
+import * as Lanes from "./lanes.js"
 import * as Migrations from "./migrations.js"
 import * as Waiting from "./waiting.js"
 
@@ -58,6 +59,12 @@ export interface Settings {
    * unlogged boot table empty: a crash, a promoted replica). Default 15 s.
    */
   readonly lockDelay?: Duration.Duration | undefined
+  /**
+   * How many connections of the client's pool the backend reserves for its routine calls
+   * (`lanes.ts`), or `undefined` to take one from the pool per call: only for a pool of the
+   * backend's own, which must keep at least one connection besides them.
+   */
+  readonly lanes?: number | undefined
 }
 
 /** The reply of every routine: one row, the fields its operation uses. */
@@ -341,6 +348,10 @@ export const make = (
       members: statementOf("members", 1)
     } as const
     const isRetryable = retryable(backend)
+    const lanes = settings.lanes === undefined ? undefined : yield* Lanes.make(sql, settings.lanes)
+    const execute = lanes === undefined
+      ? (statement: string, params: ReadonlyArray<unknown>) => sql.unsafe(statement, params)
+      : lanes.run
 
     /**
      * The statement, run again after a deadlock or a serialisation failure: at most `maxRetries`
@@ -353,7 +364,7 @@ export const make = (
       retried: number
     ): Effect.Effect<ReadonlyArray<unknown>, unknown> =>
       Effect.catchIf(
-        sql.unsafe(statement, params),
+        execute(statement, params),
         (error) => retried < maxRetries && isRetryable(error),
         () => Effect.zipRight(Effect.sleep(Duration.millis(2 * 2 ** retried)), run(statement, params, retried + 1))
       )
@@ -504,7 +515,7 @@ export const make = (
       // PostgreSQL queues refused sessions (`<prefix>waiter`); MySQL keeps no queue (no-op default).
       withdraw: sql.onDialectOrElse({
         pg: () => (sessionId: string, name: string) =>
-          Effect.asVoid(sql.unsafe(`DELETE FROM ${prefix}waiter WHERE name = $1 AND session_id = $2`, [name, sessionId])),
+          Effect.asVoid(execute(`DELETE FROM ${prefix}waiter WHERE name = $1 AND session_id = $2`, [name, sessionId])),
         orElse: () => undefined
       }),
       join,

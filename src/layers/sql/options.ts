@@ -27,6 +27,13 @@ export interface SqlOptions {
 export interface ClientOptions {
   /** As in `SqlOptions`. Default `simba_`. */
   readonly tablePrefix?: string | undefined
+  /**
+   * How many connections of your pool the backend reserves, for its lifetime, for its calls: each
+   * call is then the driver's query alone (about 100 µs less client CPU per call than taking a
+   * connection from the pool). Keep your pool larger than this. Default 0: a connection is taken
+   * from the pool per call. `layer` / `make` reserve all but one of their own pool's connections.
+   */
+  readonly reservedConnections?: number | undefined
 }
 
 export interface Resolved {
@@ -71,6 +78,17 @@ export const lockDelayOf = (
 ): Effect.Effect<Duration.Duration, SimbaConfigError> =>
   Effect.flatMap(Options.check(backend, options), (check) =>
     Effect.map(check.duration("lockDelay", options.lockDelay, 15_000, { least: 0 }), (ms) => Duration.millis(Math.ceil(ms))))
+
+/**
+ * The lanes (`lanes.ts`) a backend reserves on a pool of its own of `maxConnections`: all but one,
+ * which stays for the migration and `inspect`; none on a pool of one.
+ */
+export const lanesOf = (maxConnections: number): number | undefined => maxConnections > 1 ? maxConnections - 1 : undefined
+
+/** The `reservedConnections` option, checked: an integer from 0; 0 is none (`undefined`). */
+export const reservedOf = (backend: Backend, options: ClientOptions): Effect.Effect<number | undefined, SimbaConfigError> =>
+  Effect.flatMap(Options.check(backend, options), (check) =>
+    Effect.map(check.integer("reservedConnections", options.reservedConnections, 0, { least: 0 }), (n) => n === 0 ? undefined : n))
 
 /** Checks `options` and fills in the defaults. */
 export const resolve = (
