@@ -17,6 +17,7 @@ import { randomBytes } from "node:crypto"
 import { type Line, monotonicMs, processes, sleep } from "../support/processes.js"
 import { type Proxy, startProxy } from "../support/proxy.js"
 import { type PrivateRedis, startPrivateRedis } from "../support/redisServer.js"
+import { type PrivateSqlServer, privateMariadb, privatePostgres } from "../support/sqlServer.js"
 
 export type Backend = "redis" | "cluster" | "pg" | "mysql" | "zookeeper"
 export type Fault =
@@ -29,6 +30,7 @@ export type Fault =
   | "restart, no persistence"
   | "FLUSHALL"
   | "lease hash deleted"
+  | "crash restart"
   | "allkeys-lru"
   | "volatile-lru"
 
@@ -38,11 +40,12 @@ const slack = 1000
 /** Longest time from a fault's heal to the next term's start. */
 export const boundOf = (fault: Fault): number =>
   leaseDuration + renewInterval + slack +
-  // Redis grants nothing for one lease after it finds its state lost (the lock-delay).
-  (fault === "restart, no persistence" || fault === "FLUSHALL" ? leaseDuration : 0)
+  // Redis grants nothing for one lease after it finds its state lost (the lock-delay), PostgreSQL
+  // after a crash (its commits do not wait for the flush; MariaDB's do, it needs no delay).
+  (fault === "restart, no persistence" || fault === "FLUSHALL" || fault === "crash restart" ? leaseDuration : 0)
 
 /** Faults on the store's state (the victim keeps writing at first: its loss shows at a renewal or a candidate's retry). */
-const stateFaults: ReadonlyArray<Fault> = ["restart, no persistence", "FLUSHALL", "lease hash deleted"]
+const stateFaults: ReadonlyArray<Fault> = ["restart, no persistence", "FLUSHALL", "lease hash deleted", "crash restart"]
 
 /** The faults each backend can take here (server faults only on servers of our own). */
 export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
@@ -50,6 +53,8 @@ export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
   // The shared cluster: faults on our own keys only.
   if (backend === "cluster") return [...processFaults, "lease hash deleted"]
   const pathFaults: Array<Fault> = [...processFaults, "blackhole leader", "connection kill"]
+  // A private database server (test/support/sqlServer.ts), crashed and started again.
+  if (backend === "pg" || backend === "mysql") return [...pathFaults, "crash restart"]
   if (backend !== "redis") return pathFaults
   return [
     ...pathFaults,
@@ -121,6 +126,7 @@ export const run = async (
   const proxyOf = new Map<number, Proxy>()
   const servers: Array<PrivateRedis> = []
   let server: PrivateRedis | undefined
+  let sqlServer: PrivateSqlServer | undefined
   try {
     // The fenced store: never faulted.
     let fenceEnv: Record<string, string>
@@ -174,9 +180,16 @@ export const run = async (
       server = await startPrivateRedis()
       servers.push(server)
       target = server.port
+    } else if ((backend === "pg" || backend === "mysql") && plan.some((p) => p.fault === "crash restart")) {
+      // The leases on a server of the run's own, which it may crash; the fenced log stays on the shared one.
+      sqlServer = backend === "pg" ? privatePostgres() : privateMariadb()
+      await sqlServer.setUp()
+      target = sqlServer.port()
     } else if (backend === "pg") target = 5432
     else if (backend === "mysql") target = 3306
     else if (backend === "zookeeper") target = 2181
+    // The private PostgreSQL has only its `postgres` database; the private MariaDB has `test` too.
+    const database = backend === "pg" && sqlServer !== undefined ? "postgres" : "test"
 
     const spawnOne = async () => {
       const env: Record<string, string> = {
@@ -185,8 +198,10 @@ export const run = async (
         CHAOS_FENCE_KEY: `simba-chaos:${backend}:${suffix}`,
         WRITE_EVERY_MS: "20",
         SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
-        // The Redis lock-delay after lost state: the lease duration (what boundOf adds for a wipe).
-        SIMBA_REDIS_LOCK_DELAY: `${leaseDuration} millis`
+        // The Redis lock-delay after lost state, and PostgreSQL's after a crash: the lease duration
+        // (what boundOf adds for a wipe or a crash).
+        SIMBA_REDIS_LOCK_DELAY: `${leaseDuration} millis`,
+        SIMBA_PG_LOCK_DELAY: `${leaseDuration} millis`
       }
       let proxy: Proxy | undefined
       if (backend !== "cluster") {
@@ -202,10 +217,10 @@ export const run = async (
         })
       }
       if (backend === "pg") {
-        Object.assign(env, { SIMBA_PG_URL: `postgres://postgres@127.0.0.1:${port}/test`, SIMBA_PG_TABLE_PREFIX: "simba_chaos_" })
+        Object.assign(env, { SIMBA_PG_URL: `postgres://postgres@127.0.0.1:${port}/${database}`, SIMBA_PG_TABLE_PREFIX: "simba_chaos_" })
       }
       if (backend === "mysql") {
-        Object.assign(env, { SIMBA_MYSQL_URL: `mysql://root@127.0.0.1:${port}/test`, SIMBA_MYSQL_TABLE_PREFIX: "simba_chaos_" })
+        Object.assign(env, { SIMBA_MYSQL_URL: `mysql://root@127.0.0.1:${port}/${database}`, SIMBA_MYSQL_TABLE_PREFIX: "simba_chaos_" })
       }
       if (backend === "zookeeper") Object.assign(env, { SIMBA_ZK_CONNECT: `127.0.0.1:${port}`, SIMBA_ZK_ROOT: "/simba-test" })
       const child = children.spawnScript("test/chaos/leader.ts", { args: [backend], env })
@@ -287,6 +302,14 @@ export const run = async (
           case "FLUSHALL":
             await withRedis(server!.port, (r) => r.flushall())
             break
+          case "crash restart":
+            // Down for longer than a lease: the leader's term ends at its deadline, and after the
+            // restart PostgreSQL grants nothing for its lock-delay (MariaDB at once).
+            sqlServer!.crash()
+            await sleep(past)
+            await sqlServer!.start()
+            healAt = monotonicMs()
+            break
           case "lease hash deleted":
             if (backend === "cluster") await withCluster((c) => c.del(`simba-chaos-${suffix}:lease:{chaos-${suffix}}`))
             else await withRedis(server!.port, (r) => r.del(`simba-chaos:lease:{chaos-${suffix}}`))
@@ -310,6 +333,7 @@ export const run = async (
     await children.stopAll()
     for (const proxy of proxies) await proxy.close()
     for (const s of servers) await s.stop()
+    sqlServer?.tearDown()
   }
 }
 

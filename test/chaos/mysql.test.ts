@@ -1,3 +1,3 @@
 import { shortRun } from "./short.js"
 
-shortRun("mysql", ["connection kill"])
+shortRun("mysql", ["connection kill", "crash restart"])

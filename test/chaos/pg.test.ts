@@ -1,3 +1,3 @@
 import { shortRun } from "./short.js"
 
-shortRun("pg", ["blackhole leader"])
+shortRun("pg", ["blackhole leader", "crash restart"])

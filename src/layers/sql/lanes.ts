@@ -3,9 +3,13 @@
  * routine call is the driver's query and nothing more. Through `sql.unsafe` every call also takes a
  * connection from the pool and gives it back, compiles a statement and opens a span: measured here on
  * PostgreSQL, 220-400 µs of client CPU per call against 115 µs on a reserved connection, more than the
- * routine's own time on the server. A lane whose call failed or was interrupted is given back (the
- * pool drops it if its connection broke) and another is reserved when needed, so a restarted server
- * costs one failed call per lane, as it costs one per pooled connection.
+ * routine's own time on the server. A lane whose call failed or was interrupted is set aside at once
+ * (another is reserved when needed) and given back to the pool only once a probe sent on it after the
+ * failed call has been answered, that is once the failed call is over: a statement the driver could
+ * not cancel (MySQL), or one whose connection went silent (a partition), keeps running on it, and a
+ * connection given back meanwhile would hold every later caller behind it. A connection that never
+ * answers is never given back, as the pool itself never takes back a connection whose query has not
+ * ended.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -31,7 +35,8 @@ interface Lane {
 export const make = (sql: SqlClient.SqlClient, size: number): Effect.Effect<Lanes, never, Scope.Scope> =>
   Effect.gen(function*() {
     const permits = yield* Effect.makeSemaphore(size)
-    // Touched only inside Effect.sync, by the fiber running the call: the idle lanes, and all of them.
+    const scope = yield* Effect.scope
+    // Touched only inside Effect.sync/suspend: the idle lanes, and the lanes in use or idle (not those set aside).
     const idle: Array<Lane> = []
     const open = new Set<Lane>()
     const giveBack = (lane: Lane) =>
@@ -40,6 +45,17 @@ export const make = (sql: SqlClient.SqlClient, size: number): Effect.Effect<Lane
         return Scope.close(lane.scope, Exit.void)
       })
     yield* Effect.addFinalizer(() => Effect.suspend(() => Effect.forEach([...open], giveBack, { discard: true })))
+    /** After a failed call: given back once a probe behind it is answered (failed or not); never while it hangs. */
+    const setAside = (lane: Lane) =>
+      Effect.suspend(() => {
+        open.delete(lane)
+        return lane.connection.execute("SELECT 1", [], undefined).pipe(
+          Effect.exit,
+          Effect.zipRight(Scope.close(lane.scope, Exit.void)),
+          Effect.forkIn(scope),
+          Effect.asVoid
+        )
+      })
     const reserve = Effect.gen(function*() {
       const scope = yield* Scope.make()
       const connection = yield* Effect.onError(Scope.extend(sql.reserve, scope), () => Scope.close(scope, Exit.void))
@@ -55,7 +71,7 @@ export const make = (sql: SqlClient.SqlClient, size: number): Effect.Effect<Lane
       permits.withPermits(1)(
         Effect.flatMap(take, (lane) =>
           lane.connection.execute(statement, params, undefined).pipe(
-            Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.sync(() => idle.push(lane)) : giveBack(lane))
+            Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.sync(() => idle.push(lane)) : setAside(lane))
           ))
       )
     return { run }
