@@ -9,6 +9,7 @@ import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -149,6 +150,39 @@ for (const dialect of dialects) {
         if (error._tag !== "SimbaConfigError") expect.fail(`expected SimbaConfigError, got ${error._tag}`)
         expect(error.field).toBe(`${dialect.label}.reservedConnections`)
       }), 30_000)
+
+    it.live("reservedConnections: a call given up while the database still runs it (blocked on a row lock) holds no later call behind it", () =>
+      Effect.gen(function*() {
+        const backendPool = dialect.label === "postgres"
+          ? PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 3 })
+          : MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 3 })
+        const backendLayer = (dialect.label === "postgres"
+          ? PgBackend.layerWithClient({ tablePrefix: dialect.prefix, reservedConnections: 1 })
+          : MysqlBackend.layerWithClient({ tablePrefix: dialect.prefix, reservedConnections: 1 })).pipe(Layer.provide(backendPool))
+        const b = Context.get(yield* Layer.build(backendLayer), LeaseBackend)
+        const raw = Context.get(yield* Layer.build(dialect.raw), SqlClient)
+        const blocked = (yield* b.openSession(ttl)).sessionId
+        const other = (yield* b.openSession(ttl)).sessionId
+        // Another connection holds the first session's row: its renewal waits for the lock.
+        const locked = yield* Deferred.make<void>()
+        const unlock = yield* Deferred.make<void>()
+        yield* raw.withTransaction(Effect.gen(function*() {
+          yield* raw.unsafe(`SELECT id FROM ${dialect.prefix}session WHERE id = ${dialect.label === "postgres" ? "$1" : "?"} FOR UPDATE`, [blocked])
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(unlock)
+        })).pipe(Effect.forkScoped)
+        yield* Deferred.await(locked)
+        const renewal = yield* Effect.exit(Effect.timeout(b.keepAlive(blocked, ttl), Duration.millis(300)))
+        expect(renewal._tag).toBe("Failure")
+        // The only lane was given up; MySQL cannot cancel the statement, which still waits on its
+        // connection: the next call must not queue behind it.
+        const name = unique("after-blocked")
+        const next = yield* Effect.timeout(b.acquire(other, name), Duration.seconds(3))
+        granted(next)
+        yield* Deferred.succeed(unlock, undefined)
+        yield* b.closeSession(other)
+        yield* b.closeSession(blocked)
+      }).pipe(Effect.scoped), 30_000)
 
     it.live("a refused connection fails with BackendError(connect) whose first line starts with the server's reason", () =>
       Effect.gen(function*() {
