@@ -1,15 +1,16 @@
 /**
  * The engine's `Call` commands: each backend call runs in its own fiber (started at once, in the loop's
- * turn: the request is on its way before the step's other commands), timed out by the client's
- * call sweeper one renewal period after it was sent, and is answered to the engine exactly once as a
- * `Reply` event (`Failed` for an error or a timeout).
+ * turn: the request is on its way before the step's other commands), timed out one renewal period
+ * after it was sent, and is answered to the engine exactly once as a
+ * `Reply` event (`Failed` for an error or a timeout). Its deadline is a timer in the client's heap
+ * (`callsInFlight.ts`).
  */
 import * as Effect from "effect/Effect"
 import type * as Engine from "../Engine.js"
 import { BackendError } from "../LeaseBackend.js"
 import * as BackendRequest from "./backendRequest.js"
-import * as CallSweeper from "./callSweeper.js"
-import { type Call, type LoopFiber, offer, type Shell } from "./shell.js"
+import * as CallsInFlight from "./callsInFlight.js"
+import { type Call, type LoopFiber, offer, offerNow, type Shell } from "./shell.js"
 
 /** Answers `call` to the engine. */
 export const reply = (shell: Shell, call: Call, response: Engine.Response): Effect.Effect<void> =>
@@ -19,19 +20,29 @@ export const reply = (shell: Shell, call: Call, response: Engine.Response): Effe
  * Answers `call` as failed: it outlived its timeout. (Its metrics and span belong to the backend's
  * constructor, `LeaseBackend.make`, which counts the interrupted call as a failure.)
  */
-export const timedOut = (shell: Shell, call: Call): Effect.Effect<void> =>
-  reply(shell, call, {
-    _tag: "Failed",
-    error: new BackendError({
-      backend: shell.backend.backend,
-      operation: BackendRequest.operationName(call.request),
-      cause: `timed out after ${Math.round(call.timeout)} ms`
-    }).message
+export const timedOut = (shell: Shell, call: Call): void =>
+  offerNow(shell, {
+    _tag: "Reply",
+    requestId: call.requestId,
+    sentAt: call.sentAt,
+    request: call.request,
+    response: {
+      _tag: "Failed",
+      error: new BackendError({
+        backend: shell.backend.backend,
+        operation: BackendRequest.operationName(call.request),
+        cause: `timed out after ${Math.round(call.timeout)} ms`
+      }).message
+    }
   })
 
-/** Performs the `Call` command sent at `now`: the call starts at once, in a fiber of its own. */
-export const perform = (shell: Shell, call: Call, now: number, loop: LoopFiber): void => {
+/**
+ * Performs the `Call` command sent at `now`: the call starts at once, in a fiber of its own; returns
+ * the Effect arming its deadline needs, if the timers' sleeper must wake earlier for it.
+ */
+export const perform = (shell: Shell, call: Call, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
   const attempt = BackendRequest.attempt(shell.backend, call.request)
   // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
-  CallSweeper.start(shell.calls, call.requestId, call, now + Math.ceil(call.timeout), now, attempt, loop.fork, loop.id)
+  const deadline = now + Math.ceil(call.timeout)
+  return CallsInFlight.start(shell.calls, shell.timers, call.requestId, call, deadline, attempt, loop.fork, loop.id)
 }

@@ -1,18 +1,19 @@
 /**
  * The shell (docs/design.md, "The shell"): one fiber per client that takes events from a queue, runs the pure
  * `Engine.step` with `now` from Effect's `Clock`, and performs the commands it returns (backend calls
- * in their own fibers, timed out by one sweeper; timers by one sleeping fiber; the terms' deadline
+ * in their own fibers; timers and the calls' deadlines by one sleeping fiber; the terms' deadline
  * cells; work fibers; events to a `PubSub`; completions to `Deferred`s). Only the loop fiber touches
  * the engine state.
  *
  * `make` builds the client's `Shell` record and wires the parts, each a module of its own taking
- * that record: `loop`, `backendCalls` (with `callSweeper`), `timers`, `terms` (with
+ * that record: `loop`, `backendCalls` (with `callsInFlight`), `timers`, `terms` (with
  * `sessionDeadline`), `completions`, and the API's `handles`, `elections`, `locks`, `partitions`,
  * `snapshot`.
  */
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as LogLevel from "effect/LogLevel"
 import * as PubSub from "effect/PubSub"
@@ -26,7 +27,7 @@ import type { SimbaClient } from "../Simba.js"
 import * as SimbaConfig from "../SimbaConfig.js"
 import type { SimbaEvent } from "../SimbaEvent.js"
 import * as BackendCalls from "./backendCalls.js"
-import * as CallSweeper from "./callSweeper.js"
+import * as CallsInFlight from "./callsInFlight.js"
 import * as Completions from "./completions.js"
 import * as Elections from "./elections.js"
 import * as Locks from "./locks.js"
@@ -71,19 +72,23 @@ export const makeWithShell = (
       hooks: new Map(),
       groupHooks: new Map(),
       completions: new Map(),
-      timers: Timers.make(scope, (key, id) => offerNow(shell, { _tag: "Timer", key, id })),
+      // A call's deadline is answered here, in the sleeping fiber's turn; the engine's timers go to the loop.
+      timers: Timers.make(scope, (key, id) =>
+        CallsInFlight.isCallKey(key)
+          ? CallsInFlight.timeOut(shell.calls, id, FiberId.none)
+          : offerNow(shell, { _tag: "Timer", key, id })),
       terms: new Map(),
       deadline: SessionDeadline.make(),
-      calls: CallSweeper.make<Call, Engine.Response>({
+      calls: CallsInFlight.make<Call, Engine.Response>({
         onReply: (call, response) => BackendCalls.reply(shell, call, response),
         onTimeout: (call) => BackendCalls.timedOut(shell, call)
       }),
       nextId: 1
     }
 
-    // The calls' fibers are started by the loop outside the scope (`CallSweeper.Fork`): stopped here,
+    // The calls' fibers are started by the loop outside the scope (`CallsInFlight.Fork`): stopped here,
     // after the loop (finalizers run in reverse order).
-    yield* Scope.addFinalizer(scope, CallSweeper.interruptAll(shell.calls))
+    yield* Scope.addFinalizer(scope, CallsInFlight.interruptAll(shell.calls))
     yield* Effect.forkIn(Loop.run(shell), scope)
     yield* Effect.forkIn(Loop.forwardHints(shell), scope)
     offerNow(shell, { _tag: "Boot" })

@@ -28,8 +28,7 @@ import * as Timers from "./timers.js"
 const perform = (shell: Shell, command: Engine.Command, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
   switch (command._tag) {
     case "Call":
-      BackendCalls.perform(shell, command, now, loop)
-      return undefined
+      return BackendCalls.perform(shell, command, now, loop)
     case "Arm":
       return Timers.arm(shell.timers, command.key, command.id, command.at, loop.id)
     case "Disarm":

@@ -19,7 +19,7 @@ import type * as Engine from "../Engine.js"
 import type { LeaseBackendService } from "../LeaseBackend.js"
 import type { SimbaEvent } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
-import type * as CallSweeper from "./callSweeper.js"
+import type * as CallsInFlight from "./callsInFlight.js"
 import * as Mailbox from "./mailbox.js"
 import type * as SessionDeadline from "./sessionDeadline.js"
 import type * as Timers from "./timers.js"
@@ -39,7 +39,7 @@ export interface LoopFiber {
   /** The loop fiber's clock (read synchronously for each step's `now`; `TestClock` under test). */
   readonly clock: Clock.Clock
   /** Starts a fiber at once on the loop fiber's runtime (its fiber refs and services): backend calls. */
-  readonly fork: CallSweeper.Fork
+  readonly fork: CallsInFlight.Fork
 }
 
 /** A backend request the engine asked for. */
@@ -77,7 +77,7 @@ export interface Shell {
   readonly backend: LeaseBackendService
   /** The lowest level of the lifecycle logs (`logs.ts`), from the config's `logLevel`. */
   readonly logLevel: LogLevel.LogLevel
-  /** The client's fibers (loop, timer; calls and sweeper by a finalizer); closed after the session was closed. */
+  /** The client's fibers (loop, timer; calls by a finalizer); closed after the session was closed. */
   readonly scope: Scope.Scope
   /** The engine's input (and the loop's tasks), taken by the loop fiber. */
   readonly events: Mailbox.Mailbox<LoopInput>
@@ -92,12 +92,12 @@ export interface Shell {
   readonly groupHooks: Map<string, Hooks>
   /** Callers waiting for the engine's `Complete`, by completion id. */
   readonly completions: Map<number, (outcome: Engine.Outcome) => void>
-  /** The engine's armed timers, and the one fiber sleeping until the earliest. */
+  /** The engine's armed timers and the calls' deadlines, and the one fiber sleeping until the earliest. */
   readonly timers: Timers.Timers
   /** The live terms by term id. */
   readonly terms: Map<number, LiveTerm>
   readonly deadline: SessionDeadline.SessionDeadline
-  readonly calls: CallSweeper.CallSweeper<Call, Engine.Response>
+  readonly calls: CallsInFlight.CallsInFlight<Call, Engine.Response>
   /** Handle and completion ids. */
   nextId: number
 }
@@ -116,5 +116,5 @@ export const sizes = (shell: Shell) => ({
   completions: shell.completions.size,
   timers: shell.timers.armed.size,
   terms: shell.terms.size,
-  callsInFlight: shell.calls.inFlight.size
+  callsInFlight: shell.calls.pending.size
 })

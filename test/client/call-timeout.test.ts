@@ -1,5 +1,5 @@
 /**
- * Backend calls time out after one renew interval (one sweeper per client times them all out): a hung
+ * Backend calls time out after one renew interval (their deadlines in the client's timer heap): a hung
  * call is answered `Failed` exactly at its deadline, several hung calls each at their own, and a reply
  * that comes after its call timed out is dropped (the engine hears about each call once).
  */
