@@ -134,6 +134,38 @@ describe("PostgreSQL commits without a flush", () => {
         yield* b.closeSession(s2)
       }).pipe(Effect.scoped)), 30_000)
 
+  it.live("an older client, calling schema version 3's routines, is served by version 4's: clock-floored tokens, one order of tokens with a new client", () =>
+    withPrefix((prefix) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient
+        const b = yield* backendOn({ url: pgUrl, tablePrefix: prefix, lockDelay: `${lockDelay} millis` })
+        const v3 = (operation: string) => Migrations.routine(prefix, 3, operation)
+        type Reply = { readonly status: string; readonly token?: string; readonly leases?: ReadonlyArray<readonly [string, string]> }
+        const call = (routine: string, params: ReadonlyArray<unknown>) =>
+          Effect.map(
+            sql.unsafe<{ r: Reply }>(`SELECT ${routine}(${params.map((_, i) => `$${i + 1}`).join(", ")}) AS r`, params),
+            (rows) => rows[0]!.r
+          )
+        const older = randomBytes(16).toString("hex")
+        const name = unique("older")
+        expect((yield* call(v3("open"), [older, 4000])).status).toBe("live")
+        const before = Date.now()
+        const grant = yield* call(v3("acquire"), [older, name])
+        expect(grant.status).toBe("granted")
+        const olderToken = BigInt(grant.token!)
+        expect(olderToken).toBeGreaterThanOrEqual(BigInt(before - 5000) * 1000n)
+        expect((yield* call(v3("keep_alive"), [older, 4000, null])).leases).toEqual([[name, grant.token]])
+        // A new client waits behind the older one, and is handed the lease by its release.
+        const newer = (yield* b.openSession(ttl)).sessionId
+        expect((yield* b.acquire(newer, name))._tag).toBe("HeldBy")
+        expect((yield* call(v3("release"), [older, name, grant.token])).status).toBe("released")
+        const handed = live(yield* b.keepAlive(newer, ttl)).leases
+        expect(handed?.map((lease) => lease.name)).toEqual([name])
+        expect(handed![0]!.token).toBeGreaterThan(olderToken)
+        expect((yield* call(v3("close"), [older])).status).toBe("ok")
+        yield* b.closeSession(newer)
+      }).pipe(Effect.scoped)), 30_000)
+
   it.live("a lock-delay of 0 finds the loss and grants at once; a bad lockDelay is a SimbaConfigError", () =>
     withPrefix((prefix) =>
       Effect.gen(function*() {
