@@ -263,6 +263,7 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
   const lock = s("sql uncontended", /^withLock on a fresh name, median/)
   const backendAlone = s("sql uncontended", /^LeaseBackend alone, acquire \+ release, median/)
   const durable = s("sql uncontended", /^durable floor/)
+  const unflushed = s("sql uncontended", /^floor without the flush/)
   const handover = s("sql handover", /^release → waiter holds, median/)
   const handoverFloor = s("sql handover", /^floor \(PostgreSQL\)/)
   const renew = s("sql renew", /^queries per renew interval/)
@@ -282,6 +283,12 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
         "floor of that pair: two durable one-row commits (SQL); an ephemeral create + delete (ZooKeeper)",
         ...pair(durable, ["postgres", "mysql"]),
         fmt(zkAlone?.floor, zkAlone?.unit ?? "")
+      ],
+      [
+        "the same two commits without the flush, as PostgreSQL's routines commit",
+        fmt(unflushed?.postgres, unflushed?.unit ?? ""),
+        "— (the flush setting is server-wide)",
+        "—"
       ],
       ["a raw advisory-lock pair, which keeps nothing on disk (for scale)", ...pair(lock, ["peerPostgres", "peerMysql"]), "—"],
       ["hand-over (release → waiter holds), median", ...pair(handover, ["postgres", "mysql"]), fmt(zkHandover?.simba, zkHandover?.unit ?? "")],
@@ -384,8 +391,11 @@ ${floorsTable(redis)}
 
 ## The other backends
 
-Every SQL grant and release is a durable commit (the price of tokens that survive a database
-crash), so the SQL rows are bounded by two commits, not by an advisory lock.
+On MySQL/MariaDB every grant and release is a durable commit (the price of tokens that survive a
+database crash; the flush setting is server-wide), so its rows are bounded by two durable commits, not
+by an advisory lock. PostgreSQL commits without the flush and keeps the same safety with the clock
+floor and the lock-delay ([sql.md](sql.md#commits-without-a-flush)); its rows are bounded by two
+commits without the flush and the client's two calls.
 
 ${backendsTable(sql, zk)}
 
