@@ -335,7 +335,7 @@ export const make = (
       })
     // PostgreSQL's acquire and release take the lock-delay in ms as their last parameter.
     const pg = backend === "postgres"
-    const lockDelayMillis = Duration.toMillis(settings.lockDelay ?? Duration.seconds(15))
+    const lockDelayMillis = settings.lockDelay === undefined ? Migrations.defaultLockDelayMs : Duration.toMillis(settings.lockDelay)
     const delayParam: ReadonlyArray<unknown> = pg ? [lockDelayMillis] : []
     const statements = {
       open: statementOf("open", 2),

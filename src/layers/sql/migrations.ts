@@ -43,8 +43,8 @@ export const mysqlFreeNames = (prefix: string, count: number): string =>
 WHERE l.name IN (${Array.from({ length: count }, () => "?").join(", ")})
 AND (s.id IS NULL OR s.expires_at <= UTC_TIMESTAMP(6))`
 
-/** The lock-delay the routines of older schema versions pass on when their calls are served by this version's. */
-export const olderClientsLockDelayMs = 15_000
+/** PostgreSQL's default `lockDelay`, also the one the routines of older schema versions pass on (`postgresUpgrades`). */
+export const defaultLockDelayMs = 15_000
 
 /** The schema versions on PostgreSQL whose routines `postgresUpgrades` turns into calls of this version's. */
 export const olderPostgresVersions = [1, 2, 3] as const
@@ -357,13 +357,13 @@ END $f$`,
  * this version's migration whether or not that version was ever installed: a client of it still
  * running (a rolling upgrade), or started later, then keeps this version's rules (no grant during a
  * lock-delay, tokens floored by the clock, no waiting for a flush), and its own migration finds its
- * marker and installs nothing. Their lock-delay is `olderClientsLockDelayMs`. Versions 1 to 3 have
+ * marker and installs nothing. Their lock-delay is `defaultLockDelayMs`. Versions 1 to 3 have
  * these signatures.
  */
 export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray<string> => {
   const older = (operation: string) => routine(prefix, version, operation)
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
-  const delay = olderClientsLockDelayMs
+  const delay = defaultLockDelayMs
   const wrapper = (operation: string, params: string, call: string) =>
     `CREATE OR REPLACE FUNCTION ${older(operation)}(${params}) RETURNS json LANGUAGE sql AS $f$ SELECT ${fn(operation)}(${call}) $f$`
   return [

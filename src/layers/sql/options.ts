@@ -10,7 +10,7 @@ import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
 import type { SimbaConfigError } from "../../Errors.js"
 import * as Options from "../../internal/options.js"
-import { defaultPrefix, prefixPattern } from "./migrations.js"
+import { defaultLockDelayMs, defaultPrefix, prefixPattern } from "./migrations.js"
 import type { Backend } from "./SqlBackend.js"
 
 /** Options of `PgBackend.layer` / `MysqlBackend.layer`. */
@@ -77,7 +77,7 @@ export const lockDelayOf = (
   options: LockDelayOption
 ): Effect.Effect<Duration.Duration, SimbaConfigError> =>
   Effect.flatMap(Options.check(backend, options), (check) =>
-    Effect.map(check.duration("lockDelay", options.lockDelay, 15_000, { least: 0 }), (ms) => Duration.millis(Math.ceil(ms))))
+    Effect.map(check.duration("lockDelay", options.lockDelay, defaultLockDelayMs, { least: 0 }), (ms) => Duration.millis(Math.ceil(ms))))
 
 /**
  * The lanes (`lanes.ts`) a backend reserves on a pool of its own of `maxConnections`: all but one,
