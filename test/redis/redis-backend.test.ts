@@ -18,6 +18,7 @@ import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
 import { type AcquireReply, BackendError, Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import * as Scripts from "../../src/layers/redis/scripts.js"
 import {
   awaitFreed,
   awaitWaiting,
@@ -429,6 +430,40 @@ describe("Redis Cluster: per-slot design", () => {
     }
   })
 
+  it.scopedLive("renewSlots leaves a slot its node does not serve (moved by resharding) to renewSlot, untouched", () =>
+    Effect.gen(function*() {
+      const client = yield* rawClient(true)
+      if (!("slots" in client)) return expect.unreachable("a cluster client")
+      yield* Effect.promise(() => client.ping())
+      const nodeOf = (slot: number) => client.slots[slot]?.[0]
+      const here = 0
+      const elsewhere = Array.from({ length: 16384 }, (_, slot) => slot).find((slot) => nodeOf(slot) !== nodeOf(here))!
+      const sessionId = randomBytes(16).toString("hex")
+      const away = k.shadow(RedisBackend.slotTag(elsewhere), sessionId)
+      yield* Effect.promise(() => client.hset(away, "ver", "1"))
+      yield* Effect.promise(() => client.sadd(`${away}:leases`, "x"))
+      yield* Effect.promise(() => client.pexpire(away, 2000))
+      const local = k.shadow(RedisBackend.slotTag(here), sessionId)
+      yield* Effect.promise(() => client.hset(local, "ver", "4"))
+      yield* Effect.promise(() => client.sadd(`${local}:leases`, "y"))
+      yield* Effect.promise(() => client.pexpire(local, 2000))
+      yield* Effect.promise(() => client.pexpire(`${local}:leases`, 2000))
+      const call = Scripts.renewSlots({ route: local }, {
+        sessionId,
+        remaining: 60_000,
+        shadowBase: k.shadowBase,
+        slots: [RedisBackend.slotTag(here), "4", RedisBackend.slotTag(elsewhere), "1", RedisBackend.slotTag(here), "3"]
+      })
+      const reply = yield* Effect.promise(() => client.eval(call.script.lua, call.keys.length, ...call.keys, ...call.args))
+      // The second (another node's) and the third (a version the shadow no longer has) are left.
+      expect(reply).toEqual([2, 3])
+      expect(yield* Effect.promise(() => client.pttl(local))).toBeGreaterThan(50_000)
+      expect(yield* Effect.promise(() => client.pttl(`${local}:leases`))).toBeGreaterThan(50_000)
+      expect(yield* Effect.promise(() => client.pttl(away))).toBeLessThanOrEqual(2000)
+      yield* Effect.promise(() => client.del(away, `${away}:leases`))
+      yield* Effect.promise(() => client.del(local, `${local}:leases`))
+    }))
+
   for (const mode of modes.filter((m) => m.routeBySlot)) {
     it.scopedLive(`${mode.label}: renewal visits each slot of the session once and forgets emptied slots`, () =>
       Effect.gen(function*() {
@@ -490,6 +525,52 @@ describe("Redis Cluster: per-slot design", () => {
         expect(live(remade).version).not.toBe(live(released).version)
         const settled = live(yield* b.keepAlive(sessionId, ttl, live(remade).version))
         expect(settled.leases).toBeUndefined()
+        yield* b.closeSession(sessionId)
+      }))
+
+    it.scopedLive(`${mode.label}: an unchanged renewal is one call to the home and one per node; a changed slot gets its own`, () =>
+      Effect.gen(function*() {
+        const client = yield* rawClient(mode.cluster)
+        // Counts the script calls the backend sends, by script.
+        const calls = new Map<string, number>()
+        const evalsha = client.evalsha
+        const counting = (...args: Array<unknown>): unknown => {
+          calls.set(String(args[0]), (calls.get(String(args[0])) ?? 0) + 1)
+          return Reflect.apply(evalsha, client, args)
+        }
+        client.evalsha = counting as typeof client.evalsha
+        const count = (script: { readonly script: { readonly sha: string } }) => calls.get(script.script.sha) ?? 0
+        const b = yield* RedisBackend.makeWithClient(client, { ...fresh, routeBySlot: true })
+        const names = Array.from({ length: 40 }, (_, i) => uniqueName(`u${i}`))
+        const slots = new Set(names.map((name) => RedisBackend.keySlot(k.lease(name))))
+        const nodes = new Set([...slots].map((slot) => "slots" in client ? client.slots[slot]?.[0] : "server"))
+        const { sessionId } = yield* b.openSession(ttl)
+        const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted), {
+          concurrency: 8
+        })
+        const first = live(yield* b.keepAlive(sessionId, ttl))
+        expect(first.leases?.length).toBe(40)
+        calls.clear()
+        const same = live(yield* b.keepAlive(sessionId, ttl, first.version))
+        expect(same.leases).toBeUndefined()
+        expect(same.version).toBe(first.version)
+        expect(count(Scripts.renewHome)).toBe(1)
+        expect(count(Scripts.renewSlots)).toBe(nodes.size)
+        expect(count(Scripts.renewSlot)).toBe(0)
+        // Every shadow was extended to the home's time left.
+        for (const slot of slots) {
+          const shadowTtl = yield* Effect.promise(() => client.pttl(k.shadow(RedisBackend.slotTag(slot), sessionId)))
+          expect(shadowTtl).toBeGreaterThan(Duration.toMillis(ttl) - 500)
+        }
+        // A release changes one slot: that slot is renewed alone and the whole set listed again.
+        yield* b.release(sessionId, names[0]!, tokens[0]!)
+        calls.clear()
+        const released = live(yield* b.keepAlive(sessionId, ttl, same.version))
+        expect(released.leases?.map(({ name }) => name).sort()).toEqual(names.slice(1).sort())
+        expect(count(Scripts.renewSlot)).toBeGreaterThanOrEqual(1)
+        calls.clear()
+        expect(live(yield* b.keepAlive(sessionId, ttl, released.version)).leases).toBeUndefined()
+        expect(count(Scripts.renewSlot)).toBe(0)
         yield* b.closeSession(sessionId)
       }))
 

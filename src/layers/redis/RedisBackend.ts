@@ -79,7 +79,9 @@ const start = (
       ...Operations.make(mode, k, runner, watches, {
         idleMs,
         delayMs,
-        markAll: Markers.markAll(mode, k, runner, client, delayMs)
+        markAll: Markers.markAll(mode, k, runner, client, delayMs),
+        // One server (routeBySlot): every slot is on it.
+        nodeOf: (slot) => "slots" in client ? client.slots[slot]?.[0] : "server"
       }),
       inspect: Inspect.make(client, tracker, settings.prefix, k)
     })

@@ -38,6 +38,8 @@ export const keys = (prefix: string = defaultPrefix) => ({
   sessionPrefix: `${prefix}:session:{`,
   /** What the scripts append `sid` to for a session's shadow in the slot of `tag` (mode `cluster`). */
   shadowPrefix: (tag: string) => `${prefix}:shadow:{${tag}}:`,
+  /** What the scripts append `tag .. '}:' .. sid` to for a session's shadow in the slot of `tag` (mode `cluster`). */
+  shadowBase: `${prefix}:shadow:{`,
   groupPattern: `${prefix}:group:*`
 })
 

@@ -46,6 +46,7 @@ type Holder =
 
 /** The work of a renewal or a close in one slot: the registration of its leases there (`""`: none) and its groups. */
 interface SlotWork {
+  readonly slot: number
   readonly tag: string
   registration: string
   readonly groups: Array<string>
@@ -73,7 +74,18 @@ export interface LeaseRules {
   readonly delayMs: number
   /** Creates every missing boot marker (all slots in mode `cluster`) with a full lock-delay. */
   readonly markAll: Effect.Effect<void, BackendError>
+  /** Cluster: the master serving `slot` as the client last learnt it (`undefined`: not known). */
+  readonly nodeOf: (slot: number) => string | undefined
 }
+
+/**
+ * Whether a failed `renewSlots` call only means that its slots must be renewed one by one: the node
+ * refused it (resharding moved its routing slot: `MOVED`, `ASK`, `TRYAGAIN`; a server before Redis
+ * 7, which has no script flags), as opposed to a connection that failed, which the slot calls would
+ * only wait for again.
+ */
+const refusedByNode = (error: BackendError): boolean =>
+  error.cause instanceof Error && error.cause.name === "ReplyError"
 
 /** The store operations (all but `backend`, `hints` and `isSessionId`) on the connection of `runner`. */
 export const make = (
@@ -134,7 +146,7 @@ export const make = (
     const entry = (slot: number) => {
       let work = bySlot.get(slot)
       if (work === undefined) {
-        work = { tag: slotTag(slot), registration: "", groups: [] }
+        work = { slot, tag: slotTag(slot), registration: "", groups: [] }
         bySlot.set(slot, work)
       }
       return work
@@ -176,11 +188,56 @@ export const make = (
     ))
 
   /**
-   * Cluster: the home first, then every slot it registered (all at once), each extended to the home's
-   * time left and listing its leases unless its set is still the version `known` names there; when
-   * the whole set is still `known`, no lease is listed. When it is not, the slots that answered
-   * "unchanged" are asked once more for their lists (the SPI answers the whole set). Then the home
-   * forgets the slots a renewal closed (rarely).
+   * Cluster, the unchanged case: the slots of `work` whose lease set the client knows and which hold
+   * no group, by the node serving them (positions in `work`).
+   */
+  const unchangedByNode = (work: ReadonlyArray<SlotWork>, knownBySlot: ReadonlyMap<string, string>) => {
+    const byNode = new Map<string, Array<number>>()
+    work.forEach((w, i) => {
+      const node = rules.nodeOf(w.slot)
+      if (w.registration === "" || w.groups.length > 0 || !knownBySlot.get(w.tag) || node === undefined) return
+      const positions = byNode.get(node)
+      if (positions === undefined) byNode.set(node, [i])
+      else positions.push(i)
+    })
+    return byNode
+  }
+
+  /**
+   * Cluster: one `renewSlots` call per node of `byNode`, all at once; answers the positions it did not
+   * renew (moved, changed, or the node refused the call), for `renewSlot`.
+   */
+  const renewUnchanged = (
+    sessionId: string,
+    remaining: number,
+    work: ReadonlyArray<SlotWork>,
+    knownBySlot: ReadonlyMap<string, string>,
+    byNode: ReadonlyMap<string, ReadonlyArray<number>>
+  ): Effect.Effect<ReadonlyArray<number>, BackendError> =>
+    Effect.map(
+      Effect.forEach(byNode.values(), (positions) =>
+        run(
+          "keepAlive",
+          Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
+            sessionId,
+            remaining,
+            shadowBase: k.shadowBase,
+            slots: positions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+          })
+        ).pipe(
+          Effect.map((missed) => missed.map((j) => positions[j - 1]!)),
+          Effect.catchIf(refusedByNode, () => Effect.succeed(positions))
+        ), { concurrency: "unbounded" }),
+      (missed) => missed.flat()
+    )
+
+  /**
+   * Cluster: the home first, then the slots it registered: the unchanged ones one call per node
+   * (`renewUnchanged`), the rest one call per slot, each extended to the home's time left and listing
+   * its leases unless its set is still the version `known` names there; when the whole set is still
+   * `known`, no lease is listed. When it is not, the slots that answered "unchanged" are asked once
+   * more for their lists (the SPI answers the whole set). Then the home forgets the slots a renewal
+   * closed (rarely).
    */
   const renewBySlot = (
     sessionId: string,
@@ -211,7 +268,19 @@ export const make = (
             )
           )
         )
-      const replies = [...yield* renewSlots(work, (tag) => knownBySlot.get(tag) ?? "")]
+      const byNode = unchangedByNode(work, knownBySlot)
+      const batched = new Set([...byNode.values()].flat())
+      const replies: Array<Schema.Schema.Type<typeof Replies.SlotRenewed>> = work.map((w) => [0, [], "", knownBySlot.get(w.tag) ?? ""])
+      const renewAt = (positions: ReadonlyArray<number>) =>
+        Effect.map(renewSlots(positions.map((i) => work[i]!), (tag) => knownBySlot.get(tag) ?? ""), (answers) =>
+          positions.forEach((at, j) => {
+            replies[at] = answers[j]!
+          }))
+      // The slots a node did not renew in its call go one by one after it; the others at once.
+      yield* Effect.all([
+        Effect.flatMap(renewUnchanged(sessionId, remaining, work, knownBySlot, byNode), renewAt),
+        renewAt(work.flatMap((_, i) => batched.has(i) ? [] : [i]))
+      ], { concurrency: "unbounded", discard: true })
       const versionOf = () =>
         work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [`${w.tag}=${replies[i]![3]}`])
           .sort().join(",")

@@ -50,6 +50,8 @@ export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis
 export const Joined = Schema.Literal("joined", "expired")
 export const Members = Schema.Array(Schema.String)
 export const Count = Schema.Int
+/** Positions in a call's list (1-based). */
+export const Indices = Schema.Array(Schema.Int)
 /** Whether the boot marker was created (1) and its value (server ms from which grants resume). */
 export const Marked = Schema.Tuple(Schema.Literal(0, 1), Schema.String)
 

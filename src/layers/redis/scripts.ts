@@ -9,7 +9,7 @@
  * differently in each: where a session is found alive, and whether a freed lease is granted to its
  * first waiter (`node`) or reserved for it (`cluster`).
  */
-import { closeHome, closeSlot, forgetSlots, register, renewHome, renewSlot } from "./scripts/cluster.js"
+import { closeHome, closeSlot, forgetSlots, register, renewHome, renewSlot, renewSlots } from "./scripts/cluster.js"
 import type { Script } from "./scripts/define.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
 import { acquire, bootMarker, release, withdraw } from "./scripts/lease.js"
@@ -37,6 +37,7 @@ export {
   renew,
   renewHome,
   renewSlot,
+  renewSlots,
   withdraw
 }
 
@@ -54,6 +55,7 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   register,
   renewHome,
   renewSlot,
+  renewSlots,
   forgetSlots,
   closeHome,
   closeSlot,

@@ -81,6 +81,37 @@ end
 return {leases, views, prune, version}
 `)
 
+/**
+ * The unchanged case of `renewSlot` for many slots of one node in one call: for each `tag, known`
+ * pair of `slots`, when the session's shadow there is on this node with lease-set version `known` and
+ * a lease, extends the shadow and its set to `remaining` ms. Answers the (1-based) pairs it did not
+ * renew, for `renewSlot` to handle one by one: a shadow moved by resharding (a key this node does not
+ * serve is an error `redis.pcall` returns), missing, changed or empty. `route` is a key of the first
+ * slot: it sends the call to the node (a call's declared keys must share one slot).
+ */
+export const renewSlots = define("renewSlots", {
+  keys: ["route"],
+  args: ["sessionId", "remaining", "shadowBase"],
+  restArgs: "slots",
+  reply: Replies.Indices,
+  flags: ["allow-cross-slot-keys"]
+}, `
+local rem = tonumber(remaining)
+local others = {}
+for i = 1, #slots, 2 do
+  local shadow = shadowBase .. slots[i] .. '}:' .. sessionId
+  local version = redis.pcall('HGET', shadow, 'ver')
+  local leases = shadow .. ':leases'
+  if type(version) == 'string' and version == slots[i + 1] and redis.call('SCARD', leases) > 0 then
+    extend(shadow, rem)
+    extend(leases, rem)
+  else
+    others[#others + 1] = (i + 1) / 2
+  end
+end
+return others
+`)
+
 /** Forgets the slots whose registration is still the one a renewal closed: `tag, registration, ...`. */
 export const forgetSlots = define("forgetSlots", {
   keys: ["homeSlots"],

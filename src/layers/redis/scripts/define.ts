@@ -76,11 +76,17 @@ export const define = <
     /** Further arguments, any number, bound as a Lua table. */
     readonly restArgs?: AR
     readonly reply: Schema.Schema<A, I>
+    /**
+     * Redis 7 script flags (`#!lua flags=...`): `allow-cross-slot-keys` lets a cluster script touch
+     * keys of other slots its node serves (its declared keys still name one slot, which routes it).
+     */
+    readonly flags?: ReadonlyArray<"allow-cross-slot-keys">
   },
   body: string
 ): Caller<Keys, Args, KR, AR, A> => {
   const { args, keys, restArgs, restKeys } = params
-  const lua = [prelude, bind("KEYS", keys, restKeys), bind("ARGV", args, restArgs), body].join("\n")
+  const shebang = params.flags === undefined ? [] : [`#!lua flags=${params.flags.join(",")}`]
+  const lua = [...shebang, prelude, bind("KEYS", keys, restKeys), bind("ARGV", args, restArgs), body].join("\n")
   const script: Script = { name, lua, sha: createHash("sha1").update(lua).digest("hex") }
   const decode = Schema.decodeUnknownEither(params.reply)
   const call = (keyValues: Named<Keys, KR, string>, argValues: Named<Args, AR, Arg>): Call<A> => ({
