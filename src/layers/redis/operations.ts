@@ -52,6 +52,25 @@ interface SlotWork {
   readonly groups: Array<string>
 }
 
+/** Cluster: a session's renewal as built for its home's slots and groups, the known version and the time left. */
+interface RenewPlan {
+  /** The home's registration number the plan was built for, and its slot list then (`tag, seq, ...`). */
+  readonly seq: string
+  readonly registrations: ReadonlyArray<string>
+  /** The home's groups, joined. */
+  readonly groups: string
+  readonly known: string | undefined
+  readonly remaining: number
+  readonly work: ReadonlyArray<SlotWork>
+  readonly knownBySlot: ReadonlyMap<string, string>
+  /** How many slots of `work` hold leases. */
+  readonly registered: number
+  /** One `renewSlots` call per node, with the positions in `work` it carries. */
+  readonly batches: ReadonlyArray<{ readonly positions: ReadonlyArray<number>; readonly call: Scripts.Call<ReadonlyArray<number>> }>
+  /** The positions renewed one call each (groups, unknown versions, unknown nodes). */
+  readonly others: ReadonlyArray<number>
+}
+
 /**
  * Cluster: the version of a session's lease set is the versions of its sets in every slot holding its
  * leases (`tag=version`, sorted, joined by `,`; see `renewSlot`), so it changes exactly when one of
@@ -188,10 +207,23 @@ export const make = (
     ))
 
   /**
-   * Cluster, the unchanged case: the slots of `work` whose lease set the client knows and which hold
-   * no group, by the node serving them (positions in `work`).
+   * Cluster: the plan of a session's renewals, kept while its home's slots and groups, the known
+   * version and the time left stay the same (the steady state), so an unchanged renewal neither reads
+   * the home's slot list nor rebuilds its calls.
    */
-  const unchangedByNode = (work: ReadonlyArray<SlotWork>, knownBySlot: ReadonlyMap<string, string>) => {
+  const plans = new Map<string, RenewPlan>()
+
+  const planFor = (
+    sessionId: string,
+    seq: string,
+    registrations: ReadonlyArray<string>,
+    groups: ReadonlyArray<string>,
+    known: string | undefined,
+    remaining: number
+  ): RenewPlan => {
+    const work = slotWork(registrations, groups)
+    const knownBySlot = slotVersions(known)
+    // The slots whose lease set the client knows and which hold no group, by the node serving them.
     const byNode = new Map<string, Array<number>>()
     work.forEach((w, i) => {
       const node = rules.nodeOf(w.slot)
@@ -200,44 +232,37 @@ export const make = (
       if (positions === undefined) byNode.set(node, [i])
       else positions.push(i)
     })
-    return byNode
+    const batched = new Set([...byNode.values()].flat())
+    return {
+      seq,
+      registrations,
+      groups: groups.join("\n"),
+      known,
+      remaining,
+      work,
+      knownBySlot,
+      registered: work.filter((w) => w.registration !== "").length,
+      batches: [...byNode.values()].map((positions) => ({
+        positions,
+        call: Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
+          sessionId,
+          remaining,
+          shadowBase: k.shadowBase,
+          slots: positions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+        })
+      })),
+      others: work.flatMap((_, i) => batched.has(i) ? [] : [i])
+    }
   }
 
   /**
-   * Cluster: one `renewSlots` call per node of `byNode`, all at once; answers the positions it did not
-   * renew (moved, changed, or the node refused the call), for `renewSlot`.
-   */
-  const renewUnchanged = (
-    sessionId: string,
-    remaining: number,
-    work: ReadonlyArray<SlotWork>,
-    knownBySlot: ReadonlyMap<string, string>,
-    byNode: ReadonlyMap<string, ReadonlyArray<number>>
-  ): Effect.Effect<ReadonlyArray<number>, BackendError> =>
-    Effect.map(
-      Effect.forEach(byNode.values(), (positions) =>
-        run(
-          "keepAlive",
-          Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
-            sessionId,
-            remaining,
-            shadowBase: k.shadowBase,
-            slots: positions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
-          })
-        ).pipe(
-          Effect.map((missed) => missed.map((j) => positions[j - 1]!)),
-          Effect.catchIf(refusedByNode, () => Effect.succeed(positions))
-        ), { concurrency: "unbounded" }),
-      (missed) => missed.flat()
-    )
-
-  /**
-   * Cluster: the home first, then the slots it registered: the unchanged ones one call per node
-   * (`renewUnchanged`), the rest one call per slot, each extended to the home's time left and listing
-   * its leases unless its set is still the version `known` names there; when the whole set is still
-   * `known`, no lease is listed. When it is not, the slots that answered "unchanged" are asked once
-   * more for their lists (the SPI answers the whole set). Then the home forgets the slots a renewal
-   * closed (rarely).
+   * Cluster: the home first (its slot list only when it changed), then the slots it registered: the
+   * unchanged ones one `renewSlots` call per node, the rest (and those a node did not renew: moved,
+   * changed, or the call refused) one `renewSlot` call each, all extended to the home's time left and
+   * listing their leases unless their set is still the version `known` names there; when the whole set
+   * is still `known`, no lease is listed. When it is not, the slots that answered "unchanged" are asked
+   * once more for their lists (the SPI answers the whole set). Then the home forgets the slots a
+   * renewal closed (rarely).
    */
   const renewBySlot = (
     sessionId: string,
@@ -246,65 +271,92 @@ export const make = (
   ): Effect.Effect<Renewed | undefined, BackendError> =>
     Effect.gen(function*() {
       const homeSlots = k.sessionSlots(sessionId)
-      const renewed = yield* run("keepAlive", Scripts.renewHome({ ...home(sessionId), homeSlots }, { ttl }))
-      if (renewed[0] === "expired") return undefined
-      const remaining = renewed[1]
-      const work = slotWork(renewed[2], renewed[3])
-      const knownBySlot = slotVersions(known)
-      const renewSlots = (slots: ReadonlyArray<SlotWork>, knownIn: (tag: string) => string) =>
-        runAll(
-          "keepAlive",
-          slots.map((w) =>
-            Scripts.renewSlot(
-              slotKeys(sessionId, w),
-              {
+      const cached = plans.get(sessionId)
+      const renewed = yield* run(
+        "keepAlive",
+        Scripts.renewHome({ ...home(sessionId), homeSlots }, { ttl, knownSeq: cached?.seq ?? "" })
+      )
+      if (renewed[0] === "expired") {
+        plans.delete(sessionId)
+        return undefined
+      }
+      const [, remaining, seq, listed, groups] = renewed
+      const registrations = listed === 0 && cached !== undefined ? cached.registrations : listed === 0 ? [] : listed
+      const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
+          cached.known === known && cached.remaining === remaining
+        ? cached
+        : planFor(sessionId, seq, registrations, groups, known, remaining)
+      plans.set(sessionId, plan)
+      const { knownBySlot, work } = plan
+      const answers = new Map<number, Schema.Schema.Type<typeof Replies.SlotRenewed>>()
+      const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) =>
+        Effect.map(
+          runAll(
+            "keepAlive",
+            positions.map((i) => {
+              const w = work[i]!
+              return Scripts.renewSlot(slotKeys(sessionId, w), {
                 sessionId,
                 remaining,
                 leasePrefix: k.leasePrefix,
                 registration: w.registration,
                 known: knownIn(w.tag),
                 groupNames: w.groups
-              }
-            )
-          )
+              })
+            })
+          ),
+          (replies) => positions.forEach((at, j) => answers.set(at, replies[j]!))
         )
-      const byNode = unchangedByNode(work, knownBySlot)
-      const batched = new Set([...byNode.values()].flat())
-      const replies: Array<Schema.Schema.Type<typeof Replies.SlotRenewed>> = work.map((w) => [0, [], "", knownBySlot.get(w.tag) ?? ""])
-      const renewAt = (positions: ReadonlyArray<number>) =>
-        Effect.map(renewSlots(positions.map((i) => work[i]!), (tag) => knownBySlot.get(tag) ?? ""), (answers) =>
-          positions.forEach((at, j) => {
-            replies[at] = answers[j]!
-          }))
+      const knownIn = (tag: string) => knownBySlot.get(tag) ?? ""
+      const batches = Effect.forEach(plan.batches, ({ call, positions }) =>
+        run("keepAlive", call).pipe(
+          Effect.map((missed) => missed.map((j) => positions[j - 1]!)),
+          Effect.catchIf(refusedByNode, () => Effect.succeed(positions))
+        ), { concurrency: "unbounded" })
       // The slots a node did not renew in its call go one by one after it; the others at once.
       yield* Effect.all([
-        Effect.flatMap(renewUnchanged(sessionId, remaining, work, knownBySlot, byNode), renewAt),
-        renewAt(work.flatMap((_, i) => batched.has(i) ? [] : [i]))
+        Effect.flatMap(batches, (missed) => renewSlots(missed.flat(), knownIn)),
+        renewSlots(plan.others, knownIn)
       ], { concurrency: "unbounded", discard: true })
-      const versionOf = () =>
-        work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [`${w.tag}=${replies[i]![3]}`])
-          .sort().join(",")
-      const unchanged = versionOf() === known && replies.every(([leases]) => leases === 0 || leases.length === 0)
-      if (!unchanged) {
-        const again = replies.flatMap(([leases], i) => leases === 0 ? [i] : [])
-        const listed = yield* renewSlots(again.map((i) => work[i]!), () => "")
-        again.forEach((at, j) => {
-          replies[at] = listed[j]!
-        })
+      // What a slot answered, or "unchanged at the known version" for one its node renewed in its call.
+      const replyAt = (i: number): Schema.Schema.Type<typeof Replies.SlotRenewed> =>
+        answers.get(i) ?? [0, [], "", knownIn(work[i]!.tag)]
+      // Unchanged: the slots that still hold leases (registered, not closed by this renewal) are the
+      // ones `known` names, each at its version there, and none listed a lease.
+      let unchanged = known !== undefined
+      let holding = plan.registered
+      for (const [i, [leases, , prune, version]] of answers) {
+        if (leases !== 0 && leases.length > 0) unchanged = false
+        if (work[i]!.registration === "") continue
+        if (prune !== "") holding--
+        else if (version !== knownIn(work[i]!.tag)) unchanged = false
       }
-      const registrations = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
-      if (registrations.length > 0) yield* run("keepAlive", Scripts.forgetSlots({ homeSlots }, { registrations }))
+      if (holding !== knownBySlot.size) unchanged = false
+      const groupViewsOf = () => [...answers.values()].flatMap((reply) => groupViews(reply[1]))
+      if (unchanged) {
+        return { remaining: Duration.millis(remaining), version: known!, leases: undefined, groups: groupViewsOf() }
+      }
+      const again = work.flatMap((_, i) => replyAt(i)[0] === 0 ? [i] : [])
+      yield* renewSlots(again, () => "")
+      const replies = work.map((_, i) => replyAt(i))
+      const version = work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [`${w.tag}=${replies[i]![3]}`])
+        .sort().join(",")
+      const forget = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
+      if (forget.length > 0) {
+        yield* run("keepAlive", Scripts.forgetSlots({ home: k.session(sessionId), homeSlots }, { registrations: forget }))
+      }
       return {
         remaining: Duration.millis(remaining),
-        version: versionOf(),
-        leases: unchanged ? undefined : replies.flatMap(([leases]) => leases === 0 ? [] : heldLeases(leases)),
-        groups: replies.flatMap((reply) => groupViews(reply[1]))
+        version,
+        leases: replies.flatMap(([leases]) => leases === 0 ? [] : heldLeases(leases)),
+        groups: groupViewsOf()
       }
     })
 
   /** Cluster: the home first (from then on everything answers `Expired`), then slot by slot. */
   const closeBySlot = (sessionId: string): Effect.Effect<void, BackendError> =>
     Effect.gen(function*() {
+      plans.delete(sessionId)
       const [left, tags, groups] = yield* run(
         "closeSession",
         Scripts.closeHome({ ...home(sessionId), homeSlots: k.sessionSlots(sessionId) }, {})

@@ -34,9 +34,18 @@ export const Renewed = Schema.Union(
 )
 /** The home's time left and the number of the slot registration. */
 export const Registered = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis, Schema.Int), Expired)
-/** The home's time left, its registered slots (`tag, seq, tag, seq, ...`) and its groups. */
+/**
+ * The home's time left, the number of its last slot registration, its registered slots (`tag, seq,
+ * tag, seq, ...`; `0`: still those of the number the client knows) and its groups.
+ */
 export const HomeRenewed = Schema.Union(
-  Schema.Tuple(Schema.Literal("live"), Millis, Schema.Array(Schema.String), Schema.Array(Schema.String)),
+  Schema.Tuple(
+    Schema.Literal("live"),
+    Millis,
+    Schema.String,
+    Schema.Union(Schema.Array(Schema.String), Schema.Literal(0)),
+    Schema.Array(Schema.String)
+  ),
   Expired
 )
 /**

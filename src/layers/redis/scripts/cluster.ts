@@ -21,15 +21,22 @@ redis.call('PEXPIRE', homeSlots, own)
 return {'ok', own, seq}
 `)
 
-/** Renews the home; lists its registered slots and its groups. */
+/**
+ * Renews the home; answers the number of its last slot registration (the home's value, counting
+ * every change of its slots), its registered slots unless that number is still `knownSeq` (`0`:
+ * unchanged), and its groups.
+ */
 export const renewHome = define("renewHome", {
   keys: ["home", "homeSlots", "homeGroups"],
-  args: ["ttl"],
+  args: ["ttl", "knownSeq"],
   reply: Replies.HomeRenewed
 }, `
 local rem = renew(tonumber(ttl), home, homeSlots, homeGroups)
 if not rem then return {'expired'} end
-return {'live', rem, redis.call('HGETALL', homeSlots), redis.call('SMEMBERS', homeGroups)}
+local seq = redis.call('GET', home)
+local slots = 0
+if seq ~= knownSeq then slots = redis.call('HGETALL', homeSlots) end
+return {'live', rem, seq, slots, redis.call('SMEMBERS', homeGroups)}
 `)
 
 /**
@@ -83,10 +90,10 @@ return {leases, views, prune, version}
 
 /**
  * The unchanged case of `renewSlot` for many slots of one node in one call: for each `tag, known`
- * pair of `slots`, when the session's shadow there is on this node with lease-set version `known` and
- * a lease, extends the shadow and its set to `remaining` ms. Answers the (1-based) pairs it did not
- * renew, for `renewSlot` to handle one by one: a shadow moved by resharding (a key this node does not
- * serve is an error `redis.pcall` returns), missing, changed or empty. `route` is a key of the first
+ * pair of `slots`, when the session's shadow there is on this node with lease-set version `known`,
+ * extends the shadow and its set to `remaining` ms (never shortening either). Answers the (1-based)
+ * pairs it did not renew, for `renewSlot` to handle one by one: a shadow moved by resharding (a key
+ * this node does not serve is an error `redis.pcall` returns), missing or changed. `route` is a key of the first
  * slot: it sends the call to the node (a call's declared keys must share one slot).
  */
 export const renewSlots = define("renewSlots", {
@@ -98,23 +105,27 @@ export const renewSlots = define("renewSlots", {
 }, `
 local rem = tonumber(remaining)
 local others = {}
+-- Extends key to at least rem ms (as extend, in one command while it has less): whether it exists.
+local function lasts(key)
+  return redis.call('PEXPIRE', key, rem, 'GT') == 1 or redis.call('EXISTS', key) == 1
+end
 for i = 1, #slots, 2 do
   local shadow = shadowBase .. slots[i] .. '}:' .. sessionId
   local version = redis.pcall('HGET', shadow, 'ver')
-  local leases = shadow .. ':leases'
-  if type(version) == 'string' and version == slots[i + 1] and redis.call('SCARD', leases) > 0 then
-    extend(shadow, rem)
-    extend(leases, rem)
-  else
+  -- The same version: the same non-empty set as when the client read it (every change bumps it).
+  if not (type(version) == 'string' and version == slots[i + 1] and lasts(shadow) and lasts(shadow .. ':leases')) then
     others[#others + 1] = (i + 1) / 2
   end
 end
 return others
 `)
 
-/** Forgets the slots whose registration is still the one a renewal closed: `tag, registration, ...`. */
+/**
+ * Forgets the slots whose registration is still the one a renewal closed: `tag, registration, ...`;
+ * counts the change in the home's value, as a registration does.
+ */
 export const forgetSlots = define("forgetSlots", {
-  keys: ["homeSlots"],
+  keys: ["home", "homeSlots"],
   args: [],
   restArgs: "registrations",
   reply: Replies.Count
@@ -126,6 +137,7 @@ for i = 1, #registrations, 2 do
     n = n + 1
   end
 end
+if n > 0 then redis.call('INCR', home) end
 return n
 `)
 
