@@ -33,14 +33,15 @@
  *
  * `--only uncontended` (floor + uncontended) or `--only contended` (floor + uncontended, whose command
  * costs the contended section needs, + contended), `--only handover` (floor + handover) or `--only renew10k`
- * (that section alone) or `--only engine` (that section alone, no Redis needed): prints those rows and stops,
- * writing no results file. `--help` prints this usage and stops.
+ * (that section alone; its rows replace that section's rows in bench/results.json, for `npm run
+ * bench:report`) or `--only engine` (that section alone, no Redis needed): prints those rows and stops,
+ * writing no other results. `--help` prints this usage and stops.
  *
  * A full run ends with `report.ts`, which regenerates docs/performance.md from the results files.
  * The investigation harnesses (the floors, the idle client, the runtime-operation count) are in
  * `floors/`.
  */
-import { writeFileSync } from "node:fs"
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import * as EngineBench from "./engine.js"
@@ -258,6 +259,12 @@ const main = async () => {
     if (only === "renew10k") {
       await renew10k()
       log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+      // The section's rows replace its rows of the last full run in results.json, the others kept.
+      const out = fileURLToPath(new URL("./results.json", import.meta.url))
+      const kept = existsSync(out)
+        ? (JSON.parse(readFileSync(out, "utf8")) as ReadonlyArray<Row>).filter((r) => r.bench !== "renew10k")
+        : []
+      writeFileSync(out, `${JSON.stringify([...kept, ...rows], null, 2)}\n`)
       printTable()
       for (const note of notes) console.log(`  ${note}`)
       return
