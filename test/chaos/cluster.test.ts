@@ -1,3 +1,3 @@
 import { shortRun } from "./short.js"
 
-shortRun("cluster", ["kill -9 leader"])
+shortRun("cluster", ["kill -9 leader", "master restart, no persistence"])

@@ -16,7 +16,7 @@ import { Cluster, Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { type Line, monotonicMs, processes, sleep } from "../support/processes.js"
 import { type Proxy, startProxy } from "../support/proxy.js"
-import { type PrivateRedis, startPrivateRedis } from "../support/redisServer.js"
+import { awaitClusterReady, type PrivateRedis, startPrivateCluster, startPrivateRedis } from "../support/redisServer.js"
 import { type PrivateSqlServer, privateMariadb, privatePostgres } from "../support/sqlServer.js"
 
 export type Backend = "redis" | "cluster" | "pg" | "mysql" | "zookeeper"
@@ -31,6 +31,7 @@ export type Fault =
   | "FLUSHALL"
   | "lease hash deleted"
   | "crash restart"
+  | "master restart, no persistence"
   | "allkeys-lru"
   | "volatile-lru"
 
@@ -42,16 +43,19 @@ export const boundOf = (fault: Fault): number =>
   leaseDuration + renewInterval + slack +
   // Redis grants nothing for one lease after it finds its state lost (the lock-delay), PostgreSQL
   // after a crash (its commits do not wait for the flush; MariaDB's do, it needs no delay).
-  (fault === "restart, no persistence" || fault === "FLUSHALL" || fault === "crash restart" ? leaseDuration : 0)
+  (wipes.includes(fault) ? leaseDuration : 0)
+
+/** Faults that lose the store's state (or, on PostgreSQL, commits): the backend's lock-delay follows. */
+const wipes: ReadonlyArray<Fault> = ["restart, no persistence", "FLUSHALL", "crash restart", "master restart, no persistence"]
 
 /** Faults on the store's state (the victim keeps writing at first: its loss shows at a renewal or a candidate's retry). */
-const stateFaults: ReadonlyArray<Fault> = ["restart, no persistence", "FLUSHALL", "lease hash deleted", "crash restart"]
+const stateFaults: ReadonlyArray<Fault> = [...wipes, "lease hash deleted"]
 
 /** The faults each backend can take here (server faults only on servers of our own). */
 export const faultsOf = (backend: Backend): ReadonlyArray<Fault> => {
   const processFaults: Array<Fault> = ["kill -9 leader", "SIGSTOP leader"]
-  // The shared cluster: faults on our own keys only.
-  if (backend === "cluster") return [...processFaults, "lease hash deleted"]
+  // The shared cluster: faults on our own keys only; a master restarted: a private cluster.
+  if (backend === "cluster") return [...processFaults, "lease hash deleted", "master restart, no persistence"]
   const pathFaults: Array<Fault> = [...processFaults, "blackhole leader", "connection kill"]
   // A private database server (test/support/sqlServer.ts), crashed and started again.
   if (backend === "pg" || backend === "mysql") return [...pathFaults, "crash restart"]
@@ -176,6 +180,24 @@ export const run = async (
     if (plan.length === 0) return evictionRows
 
     let target = 0
+    // The cluster the processes use: the shared one, or a private one of three masters to restart.
+    let clusterPorts: ReadonlyArray<number> = [7000, 7001, 7002]
+    if (backend === "cluster" && plan.some((p) => p.fault === "master restart, no persistence")) {
+      const masters = await startPrivateCluster(3)
+      servers.push(...masters)
+      clusterPorts = masters.map((m) => m.port)
+    }
+    const withCluster = async <A>(f: (cluster: Cluster) => Promise<A>): Promise<A> => {
+      const cluster = new Cluster(clusterPorts.map((port) => ({ host: "127.0.0.1", port })), {
+        redisOptions: { maxRetriesPerRequest: 1 }
+      })
+      try {
+        return await f(cluster)
+      } finally {
+        cluster.disconnect()
+      }
+    }
+    const leaseKey = `simba-chaos-${suffix}:lease:{chaos-${suffix}}`
     if (backend === "redis") {
       server = await startPrivateRedis()
       servers.push(server)
@@ -212,7 +234,7 @@ export const run = async (
       if (backend === "redis") Object.assign(env, { SIMBA_REDIS_URL: `redis://127.0.0.1:${port}`, SIMBA_REDIS_KEY_PREFIX: "simba-chaos" })
       if (backend === "cluster") {
         Object.assign(env, {
-          SIMBA_REDIS_CLUSTER: "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
+          SIMBA_REDIS_CLUSTER: clusterPorts.map((port) => `127.0.0.1:${port}`).join(","),
           SIMBA_REDIS_KEY_PREFIX: `simba-chaos-${suffix}`
         })
       }
@@ -310,8 +332,24 @@ export const run = async (
             await sqlServer!.start()
             healAt = monotonicMs()
             break
+          case "master restart, no persistence": {
+            // The master serving the lease's slot, killed and started again: the same node and
+            // slots, no keys (its leases, the shadows there, its boot markers).
+            const slot = Number(await withCluster((c) => c.call("CLUSTER", "KEYSLOT", leaseKey)))
+            const owner = await withCluster(async (c) => {
+              await c.ping()
+              return c.slots[slot]?.[0]
+            })
+            const master = servers.find((m) => owner === `127.0.0.1:${m.port}`)
+            if (master === undefined) throw new Error(`no private master serves slot ${slot} (${owner})`)
+            await master.kill()
+            await master.start()
+            await awaitClusterReady(clusterPorts)
+            healAt = monotonicMs()
+            break
+          }
           case "lease hash deleted":
-            if (backend === "cluster") await withCluster((c) => c.del(`simba-chaos-${suffix}:lease:{chaos-${suffix}}`))
+            if (backend === "cluster") await withCluster((c) => c.del(leaseKey))
             else await withRedis(server!.port, (r) => r.del(`simba-chaos:lease:{chaos-${suffix}}`))
             break
         }
@@ -343,15 +381,6 @@ const withRedis = async <A>(port: number, f: (redis: Redis) => Promise<A>): Prom
     return await f(redis)
   } finally {
     redis.disconnect()
-  }
-}
-
-const withCluster = async <A>(f: (cluster: Cluster) => Promise<A>): Promise<A> => {
-  const cluster = new Cluster([7000, 7001, 7002].map((port) => ({ host: "127.0.0.1", port })), { redisOptions: { maxRetriesPerRequest: 1 } })
-  try {
-    return await f(cluster)
-  } finally {
-    cluster.disconnect()
   }
 }
 

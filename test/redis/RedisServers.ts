@@ -16,7 +16,7 @@ import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { freePort as supportFreePort } from "../support/processes.js"
 import { freedOf, waitHintOf } from "../tck/TckHarness.js"
-import { startPrivateRedis } from "../support/redisServer.js"
+import { type PrivateRedis, startPrivateCluster, startPrivateRedis } from "../support/redisServer.js"
 
 export const singleNode: RedisBackend.RedisOptions = { url: "redis://127.0.0.1:6379" }
 
@@ -79,12 +79,14 @@ export const privateServer = (
 ): Effect.Effect<PrivateServer, never, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(Effect.promise(() => startPrivateRedis(extraArgs)), (server) => Effect.promise(server.stop)),
-    (server) => ({
-      port: server.port,
-      kill: Effect.promise(server.kill),
-      start: Effect.orDie(Effect.tryPromise(() => server.start()))
-    })
+    asPrivateServer
   )
+
+const asPrivateServer = (server: PrivateRedis): PrivateServer => ({
+  port: server.port,
+  kill: Effect.promise(server.kill),
+  start: Effect.orDie(Effect.tryPromise(() => server.start()))
+})
 
 /** Hints received by a backend since `watchHints`, and a way to wait for some. */
 export interface HintWatch {
@@ -190,37 +192,17 @@ export const releaseHeard = (
 export { freedOf }
 
 /**
- * A private Redis Cluster of `size` masters (no replicas), the 16384 slots split evenly, for tests
- * that pause, reconfigure or cut the connections of a cluster (never done on the shared 7000-7002).
- * Each server's cluster bus listens on a free port of its own (`--cluster-port`).
+ * A private Redis Cluster of `size` masters (no replicas), stopped with the scope; see
+ * `startPrivateCluster`.
  */
 export const privateCluster = (size: number): Effect.Effect<ReadonlyArray<PrivateServer>, Error, Scope.Scope> =>
-  Effect.gen(function*() {
-    const busPorts = yield* Effect.forEach(Array.from({ length: size }, (_, i) => i), () => freePort)
-    const servers = yield* Effect.forEach(busPorts, (busPort) =>
-      privateServer(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", String(busPort)]))
-    const admins = yield* Effect.forEach(servers, (server) => rawClient(false, server.port))
-    const perNode = Math.ceil(16384 / size)
-    yield* Effect.forEach(admins, (admin, i) =>
-      Effect.promise(() =>
-        admin.call("CLUSTER", "ADDSLOTSRANGE", String(i * perNode), String(Math.min(16383, (i + 1) * perNode - 1)))
-      ))
-    yield* Effect.forEach(servers.slice(1), (server, i) =>
-      Effect.promise(() => admins[0]!.call("CLUSTER", "MEET", "127.0.0.1", String(server.port), String(busPorts[i + 1]))))
-    // Ready when every node sees every slot served and every other node.
-    const ready = Effect.forEach(admins, (admin) =>
-      Effect.promise(async () => {
-        const info = String(await admin.call("CLUSTER", "INFO"))
-        const nodes = String(await admin.call("CLUSTER", "NODES")).trim().split("\n")
-        return info.includes("cluster_state:ok") && nodes.length === size &&
-          nodes.every((line) => line.includes("connected"))
-      })).pipe(Effect.map((all) => all.every(Boolean)))
-    yield* ready.pipe(
-      Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("100 millis") }),
-      Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("private cluster not ready within 20 s") })
-    )
-    return servers
-  })
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.tryPromise({ try: () => startPrivateCluster(size), catch: (error) => error instanceof Error ? error : new Error(String(error)) }),
+      (servers) => Effect.promise(() => Promise.all(servers.map((server) => server.stop())))
+    ),
+    (servers) => servers.map(asPrivateServer)
+  )
 
 /** The id (`CLIENT LIST`) of each connection named exactly `name` on the server `admin` is connected to. */
 export const clientIds = (admin: Redis, name: string, command?: string): Effect.Effect<ReadonlyArray<string>> =>

@@ -87,3 +87,64 @@ export const startPrivateRedis = async (initialArgs: ReadonlyArray<string> = [])
     }
   }
 }
+
+/**
+ * Resolves once every server of `ports` sees the cluster's state ok and all `ports.length` nodes
+ * connected (after a start, or after one of them restarted); rejects after 20 s.
+ */
+export const awaitClusterReady = (ports: ReadonlyArray<number>): Promise<void> =>
+  retryUntil("private cluster ready", async () => {
+    for (const port of ports) {
+      const admin = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 })
+      admin.on("error", () => {})
+      try {
+        await admin.connect()
+        const info = String(await admin.call("CLUSTER", "INFO"))
+        const nodes = String(await admin.call("CLUSTER", "NODES")).trim().split("\n")
+        if (!info.includes("cluster_state:ok") || nodes.length !== ports.length || !nodes.every((l) => l.includes("connected"))) {
+          throw new Error(`node ${port} not ready`)
+        }
+      } finally {
+        admin.disconnect()
+      }
+    }
+  }, 20_000)
+
+/**
+ * A private Redis Cluster of `size` masters (no replicas), the 16384 slots split evenly, for tests
+ * that pause, restart, reconfigure or cut the connections of a cluster (never done on the shared
+ * 7000-7002). Each server's cluster bus listens on a free port of its own (`--cluster-port`) and keeps
+ * its `nodes.conf` in its directory, so a server restarted (even without persistence) comes back as
+ * the same node serving the same slots, with no keys.
+ */
+export const startPrivateCluster = async (size: number): Promise<ReadonlyArray<PrivateRedis>> => {
+  const servers: Array<PrivateRedis> = []
+  const busPorts: Array<number> = []
+  const admins: Array<Redis> = []
+  try {
+    for (let i = 0; i < size; i++) {
+      busPorts.push(await freePort())
+      servers.push(await startPrivateRedis([
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-port",
+        String(busPorts[i])
+      ]))
+      admins.push(new Redis(servers[i]!.port, "127.0.0.1"))
+    }
+    const perNode = Math.ceil(16384 / size)
+    await Promise.all(admins.map((admin, i) =>
+      admin.call("CLUSTER", "ADDSLOTSRANGE", String(i * perNode), String(Math.min(16383, (i + 1) * perNode - 1)))
+    ))
+    for (let i = 1; i < size; i++) await admins[0]!.call("CLUSTER", "MEET", "127.0.0.1", String(servers[i]!.port), String(busPorts[i]))
+    await awaitClusterReady(servers.map((server) => server.port))
+    return servers
+  } catch (error) {
+    await Promise.all(servers.map((server) => server.stop()))
+    throw error
+  } finally {
+    for (const admin of admins) admin.disconnect()
+  }
+}
