@@ -65,10 +65,20 @@ interface RenewPlan {
   readonly knownBySlot: ReadonlyMap<string, string>
   /** How many slots of `work` hold leases. */
   readonly registered: number
-  /** One `renewSlots` call per node, with the positions in `work` it carries. */
-  readonly batches: ReadonlyArray<{ readonly positions: ReadonlyArray<number>; readonly call: Scripts.Call<ReadonlyArray<number>> }>
+  /** The node of the session's home. */
+  readonly homeNode: string | undefined
+  /** One `renewSlots` call per node, with the positions in `work` it carries (`tag, known` pairs: `slots`). */
+  readonly batches: ReadonlyArray<NodeBatch>
   /** The positions renewed one call each (groups, unknown versions, unknown nodes). */
   readonly others: ReadonlyArray<number>
+}
+
+/** Cluster: the unchanged slots of one node, renewed in one call. */
+interface NodeBatch {
+  readonly node: string
+  readonly positions: ReadonlyArray<number>
+  readonly slots: ReadonlyArray<string>
+  readonly call: Scripts.Call<ReadonlyArray<number>>
 }
 
 /**
@@ -242,15 +252,21 @@ export const make = (
       work,
       knownBySlot,
       registered: work.filter((w) => w.registration !== "").length,
-      batches: [...byNode.values()].map((positions) => ({
-        positions,
-        call: Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
-          sessionId,
-          remaining,
-          shadowBase: k.shadowBase,
-          slots: positions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
-        })
-      })),
+      homeNode: rules.nodeOf(keySlot(k.session(sessionId))),
+      batches: [...byNode].map(([node, positions]) => {
+        const slots = positions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+        return {
+          node,
+          positions,
+          slots,
+          call: Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
+            sessionId,
+            remaining,
+            shadowBase: k.shadowBase,
+            slots
+          })
+        }
+      }),
       others: work.flatMap((_, i) => batched.has(i) ? [] : [i])
     }
   }
@@ -272,21 +288,35 @@ export const make = (
     Effect.gen(function*() {
       const homeSlots = k.sessionSlots(sessionId)
       const cached = plans.get(sessionId)
+      // The call to the home's node also renews that node's unchanged slots (as the plan knew them).
+      const homeBatch = cached?.batches.find((batch) => batch.node === cached.homeNode)
+      const homeKeys = { ...home(sessionId), homeSlots }
+      const knownSeq = cached?.seq ?? ""
       const renewed = yield* run(
         "keepAlive",
-        Scripts.renewHome({ ...home(sessionId), homeSlots }, { ttl, knownSeq: cached?.seq ?? "" })
+        Scripts.renewHomeSlots(homeKeys, { ttl, knownSeq, sessionId, shadowBase: k.shadowBase, slots: homeBatch?.slots ?? [] })
+      ).pipe(
+        Effect.catchIf(refusedByNode, () =>
+          // A server before Redis 7 (no script flags): the home alone, its slots one by one below.
+          Effect.map(
+            run("keepAlive", Scripts.renewHome(homeKeys, { ttl, knownSeq })),
+            (reply) => reply[0] === "expired" ? reply : [...reply, homeBatch?.positions.map((_, j) => j + 1) ?? []] as const
+          ))
       )
       if (renewed[0] === "expired") {
         plans.delete(sessionId)
         return undefined
       }
-      const [, remaining, seq, listed, groups] = renewed
+      const [, remaining, seq, listed, groups, missedAtHome] = renewed
       const registrations = listed === 0 && cached !== undefined ? cached.registrations : listed === 0 ? [] : listed
       const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
           cached.known === known && cached.remaining === remaining
         ? cached
         : planFor(sessionId, seq, registrations, groups, known, remaining)
       plans.set(sessionId, plan)
+      // With the plan unchanged, the home's node renewed its batch already, but for what it answered back.
+      const doneAtHome = plan === cached ? homeBatch : undefined
+      const leftAtHome = doneAtHome === undefined ? [] : missedAtHome.map((j) => doneAtHome.positions[j - 1]!)
       const { knownBySlot, work } = plan
       const answers = new Map<number, Schema.Schema.Type<typeof Replies.SlotRenewed>>()
       const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) =>
@@ -308,7 +338,7 @@ export const make = (
           (replies) => positions.forEach((at, j) => answers.set(at, replies[j]!))
         )
       const knownIn = (tag: string) => knownBySlot.get(tag) ?? ""
-      const batches = Effect.forEach(plan.batches, ({ call, positions }) =>
+      const batches = Effect.forEach(plan.batches.filter((batch) => batch !== doneAtHome), ({ call, positions }) =>
         run("keepAlive", call).pipe(
           Effect.map((missed) => missed.map((j) => positions[j - 1]!)),
           Effect.catchIf(refusedByNode, () => Effect.succeed(positions))
@@ -316,7 +346,7 @@ export const make = (
       // The slots a node did not renew in its call go one by one after it; the others at once.
       yield* Effect.all([
         Effect.flatMap(batches, (missed) => renewSlots(missed.flat(), knownIn)),
-        renewSlots(plan.others, knownIn)
+        renewSlots([...plan.others, ...leftAtHome], knownIn)
       ], { concurrency: "unbounded", discard: true })
       // What a slot answered, or "unchanged at the known version" for one its node renewed in its call.
       const replyAt = (i: number): Schema.Schema.Type<typeof Replies.SlotRenewed> =>

@@ -48,6 +48,18 @@ export const HomeRenewed = Schema.Union(
   ),
   Expired
 )
+/** `HomeRenewed`, and the positions of the slots sent with it that it did not renew. */
+export const HomeSlotsRenewed = Schema.Union(
+  Schema.Tuple(
+    Schema.Literal("live"),
+    Millis,
+    Schema.String,
+    Schema.Union(Schema.Array(Schema.String), Schema.Literal(0)),
+    Schema.Array(Schema.String),
+    Schema.Array(Schema.Int)
+  ),
+  Expired
+)
 /**
  * The leases of the session in one slot (`0`: still the version the client knows), its groups there,
  * the registration to forget there (`""`: none) and the version of its lease set there (`""`: none).

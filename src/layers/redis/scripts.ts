@@ -9,7 +9,7 @@
  * differently in each: where a session is found alive, and whether a freed lease is granted to its
  * first waiter (`node`) or reserved for it (`cluster`).
  */
-import { closeHome, closeSlot, forgetSlots, register, renewHome, renewSlot, renewSlots } from "./scripts/cluster.js"
+import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots, renewSlot, renewSlots } from "./scripts/cluster.js"
 import type { Script } from "./scripts/define.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
 import { acquire, bootMarker, release, withdraw } from "./scripts/lease.js"
@@ -36,6 +36,7 @@ export {
   removeMember,
   renew,
   renewHome,
+  renewHomeSlots,
   renewSlot,
   renewSlots,
   withdraw
@@ -54,6 +55,7 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   leave,
   register,
   renewHome,
+  renewHomeSlots,
   renewSlot,
   renewSlots,
   forgetSlots,

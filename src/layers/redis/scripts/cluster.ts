@@ -40,6 +40,26 @@ return {'live', rem, seq, slots, redis.call('SMEMBERS', homeGroups)}
 `)
 
 /**
+ * `renewHome`, then `renewSlots` for `slots` (`tag, known` pairs of slots on the home's node) with
+ * the home's time left, in one call: a renewal's call to the node of the session's home. Answers
+ * what `renewHome` answers and the (1-based) pairs it did not renew.
+ */
+export const renewHomeSlots = define("renewHomeSlots", {
+  keys: ["home", "homeSlots", "homeGroups"],
+  args: ["ttl", "knownSeq", "sessionId", "shadowBase"],
+  restArgs: "slots",
+  reply: Replies.HomeSlotsRenewed,
+  flags: ["allow-cross-slot-keys"]
+}, `
+local rem = renew(tonumber(ttl), home, homeSlots, homeGroups)
+if not rem then return {'expired'} end
+local seq = redis.call('GET', home)
+local listed = 0
+if seq ~= knownSeq then listed = redis.call('HGETALL', homeSlots) end
+return {'live', rem, seq, listed, redis.call('SMEMBERS', homeGroups), renew_unchanged(slots, sessionId, shadowBase, rem)}
+`)
+
+/**
  * Renews the session's shadow in one slot (when `registration` is not `""`) and its memberships of
  * the groups of that slot (`groups`, named `groupNames`) for `remaining` ms; answers the version of
  * its lease set there and, unless that is still `known` (`""`: none known), what it holds there (`0`:
@@ -92,9 +112,9 @@ return {leases, views, prune, version}
  * The unchanged case of `renewSlot` for many slots of one node in one call: for each `tag, known`
  * pair of `slots`, when the session's shadow there is on this node with lease-set version `known`,
  * extends the shadow and its set to `remaining` ms (never shortening either). Answers the (1-based)
- * pairs it did not renew, for `renewSlot` to handle one by one: a shadow moved by resharding (a key
- * this node does not serve is an error `redis.pcall` returns), missing or changed. `route` is a key of the first
- * slot: it sends the call to the node (a call's declared keys must share one slot).
+ * pairs it did not renew, for `renewSlot` to handle one by one (see `renew_unchanged` in the
+ * prelude). `route` is a key of the first slot: it sends the call to the node (a call's declared keys
+ * must share one slot).
  */
 export const renewSlots = define("renewSlots", {
   keys: ["route"],
@@ -103,21 +123,7 @@ export const renewSlots = define("renewSlots", {
   reply: Replies.Indices,
   flags: ["allow-cross-slot-keys"]
 }, `
-local rem = tonumber(remaining)
-local others = {}
--- Extends key to at least rem ms (as extend, in one command while it has less): whether it exists.
-local function lasts(key)
-  return redis.call('PEXPIRE', key, rem, 'GT') == 1 or redis.call('EXISTS', key) == 1
-end
-for i = 1, #slots, 2 do
-  local shadow = shadowBase .. slots[i] .. '}:' .. sessionId
-  local version = redis.pcall('HGET', shadow, 'ver')
-  -- The same version: the same non-empty set as when the client read it (every change bumps it).
-  if not (type(version) == 'string' and version == slots[i + 1] and lasts(shadow) and lasts(shadow .. ':leases')) then
-    others[#others + 1] = (i + 1) / 2
-  end
-end
-return others
+return renew_unchanged(slots, sessionId, shadowBase, tonumber(remaining))
 `)
 
 /**

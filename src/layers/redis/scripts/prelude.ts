@@ -378,4 +378,24 @@ local function acquire(lk, q, set, sid, name, own, holders)
   bump(holders, holder_key(holders, sid))
   return {'granted', token}
 end
+-- The unchanged case of a renewal, for many slots of the node this script runs on (mode 'cluster',
+-- scripts flagged allow-cross-slot-keys): for each 'tag, known' pair of slots, when sid's shadow
+-- there is on this node with lease-set version known (the same non-empty set the client read: every
+-- change bumps it), extends the shadow and its set to at least rem ms. Answers the (1-based) pairs
+-- it did not renew: a shadow missing or changed, or on a slot this node does not serve (resharding:
+-- the access is an error redis.pcall returns, and nothing of that slot is written).
+local function renew_unchanged(slots, sid, shadow_base, rem)
+  local others = {}
+  local function lasts(key)
+    return redis.call('PEXPIRE', key, rem, 'GT') == 1 or redis.call('EXISTS', key) == 1
+  end
+  for i = 1, #slots, 2 do
+    local shadow = shadow_base .. slots[i] .. '}:' .. sid
+    local version = redis.pcall('HGET', shadow, 'ver')
+    if not (type(version) == 'string' and version == slots[i + 1] and lasts(shadow) and lasts(shadow .. ':leases')) then
+      others[#others + 1] = (i + 1) / 2
+    end
+  end
+  return others
+end
 `
