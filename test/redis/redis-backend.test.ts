@@ -452,11 +452,13 @@ describe("Redis Cluster: per-slot design", () => {
         sessionId,
         remaining: 60_000,
         shadowBase: k.shadowBase,
+        groupPrefix: k.groupPrefix,
+        groupNames: "",
         slots: [RedisBackend.slotTag(here), "4", RedisBackend.slotTag(elsewhere), "1", RedisBackend.slotTag(here), "3"]
       })
       const reply = yield* Effect.promise(() => client.eval(call.script.lua, call.keys.length, ...call.keys, ...call.args))
       // The second (another node's) and the third (a version the shadow no longer has) are left.
-      expect(reply).toEqual([2, 3])
+      expect(reply).toEqual([[2, 3], []])
       expect(yield* Effect.promise(() => client.pttl(local))).toBeGreaterThan(50_000)
       expect(yield* Effect.promise(() => client.pttl(`${local}:leases`))).toBeGreaterThan(50_000)
       expect(yield* Effect.promise(() => client.pttl(away))).toBeLessThanOrEqual(2000)
@@ -548,14 +550,24 @@ describe("Redis Cluster: per-slot design", () => {
         const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted), {
           concurrency: 8
         })
+        // Two groups: renewed in their nodes' calls too.
+        const groups = [uniqueName("g1"), uniqueName("g2")]
+        for (const group of groups) expect(yield* b.join(sessionId, group)).toBe("Joined")
         const first = live(yield* b.keepAlive(sessionId, ttl))
         expect(first.leases?.length).toBe(40)
+        expect(first.groups.map((g) => g.group).sort()).toEqual([...groups].sort())
         const same = live(yield* b.keepAlive(sessionId, ttl, first.version))
         expect(same.leases).toBeUndefined()
         expect(same.version).toBe(first.version)
         // The plan of that renewal is kept: the next one sends what it built.
         calls.clear()
-        expect(live(yield* b.keepAlive(sessionId, ttl, same.version)).leases).toBeUndefined()
+        const steady = live(yield* b.keepAlive(sessionId, ttl, same.version))
+        expect(steady.leases).toBeUndefined()
+        expect(steady.groups).toEqual(expect.arrayContaining(groups.map((group) => ({ group, members: [sessionId] }))))
+        expect(steady.groups).toHaveLength(2)
+        for (const slot of groups.map((group) => RedisBackend.keySlot(k.group(group)))) {
+          nodes.add("slots" in client ? client.slots[slot]?.[0] : "server")
+        }
         // One call per node: the home's node renews the home and its slots in one.
         const homeNode = "slots" in client ? client.slots[RedisBackend.keySlot(k.session(sessionId))]?.[0] : "server"
         expect(count(Scripts.renewHomeSlots)).toBe(1)

@@ -67,18 +67,23 @@ interface RenewPlan {
   readonly registered: number
   /** The node of the session's home. */
   readonly homeNode: string | undefined
-  /** One `renewSlots` call per node, with the positions in `work` it carries (`tag, known` pairs: `slots`). */
+  /** One `renewSlots` call per node (the home's node's goes with the home, `renewHomeSlots`). */
   readonly batches: ReadonlyArray<NodeBatch>
-  /** The positions renewed one call each (groups, unknown versions, unknown nodes). */
+  /** The positions renewed one call each (unknown versions, unknown nodes). */
   readonly others: ReadonlyArray<number>
 }
 
-/** Cluster: the unchanged slots of one node, renewed in one call. */
+/** Cluster: the unchanged slots of one node and the groups there, renewed in one call. */
 interface NodeBatch {
   readonly node: string
+  /** Every position in `work` the call renews. */
   readonly positions: ReadonlyArray<number>
+  /** The `tag, known` pairs of its slots holding leases, and their positions in `work`, in that order. */
   readonly slots: ReadonlyArray<string>
-  readonly call: Scripts.Call<ReadonlyArray<number>>
+  readonly slotPositions: ReadonlyArray<number>
+  /** The names of the groups in its slots, comma-separated. */
+  readonly groupNames: string
+  readonly call: Scripts.Call<Schema.Schema.Type<typeof Replies.SlotsRenewed>>
 }
 
 /**
@@ -233,11 +238,12 @@ export const make = (
   ): RenewPlan => {
     const work = slotWork(registrations, groups)
     const knownBySlot = slotVersions(known)
-    // The slots whose lease set the client knows and which hold no group, by the node serving them.
+    // By the node serving them: the slots whose lease set the client knows (or that hold no lease),
+    // with the groups in them.
     const byNode = new Map<string, Array<number>>()
     work.forEach((w, i) => {
       const node = rules.nodeOf(w.slot)
-      if (w.registration === "" || w.groups.length > 0 || !knownBySlot.get(w.tag) || node === undefined) return
+      if ((w.registration !== "" && !knownBySlot.get(w.tag)) || node === undefined) return
       const positions = byNode.get(node)
       if (positions === undefined) byNode.set(node, [i])
       else positions.push(i)
@@ -254,15 +260,21 @@ export const make = (
       registered: work.filter((w) => w.registration !== "").length,
       homeNode: rules.nodeOf(keySlot(k.session(sessionId))),
       batches: [...byNode].map(([node, positions]) => {
-        const slots = positions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+        const slotPositions = positions.filter((i) => work[i]!.registration !== "")
+        const slots = slotPositions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+        const groupNames = positions.flatMap((i) => work[i]!.groups).join(",")
         return {
           node,
           positions,
           slots,
+          slotPositions,
+          groupNames,
           call: Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
             sessionId,
             remaining,
             shadowBase: k.shadowBase,
+            groupPrefix: k.groupPrefix,
+            groupNames,
             slots
           })
         }
@@ -272,9 +284,10 @@ export const make = (
   }
 
   /**
-   * Cluster: the home first (its slot list only when it changed), then the slots it registered: the
-   * unchanged ones one `renewSlots` call per node, the rest (and those a node did not renew: moved,
-   * changed, or the call refused) one `renewSlot` call each, all extended to the home's time left and
+   * Cluster: the home first, with its node's slots and groups (its slot list only when it changed),
+   * then the other slots it registered and its groups: the unchanged slots and the groups one
+   * `renewSlots` call per node, the rest (and those a node did not renew: moved, changed, or the call
+   * refused) one `renewSlot` call each, all extended to the home's time left and
    * listing their leases unless their set is still the version `known` names there; when the whole set
    * is still `known`, no lease is listed. When it is not, the slots that answered "unchanged" are asked
    * once more for their lists (the SPI answers the whole set). Then the home forgets the slots a
@@ -294,29 +307,43 @@ export const make = (
       const knownSeq = cached?.seq ?? ""
       const renewed = yield* run(
         "keepAlive",
-        Scripts.renewHomeSlots(homeKeys, { ttl, knownSeq, sessionId, shadowBase: k.shadowBase, slots: homeBatch?.slots ?? [] })
+        Scripts.renewHomeSlots(homeKeys, {
+          ttl,
+          knownSeq,
+          sessionId,
+          shadowBase: k.shadowBase,
+          groupPrefix: k.groupPrefix,
+          groupNames: homeBatch?.groupNames ?? "",
+          slots: homeBatch?.slots ?? []
+        })
       ).pipe(
         Effect.catchIf(refusedByNode, () =>
           // A server before Redis 7 (no script flags): the home alone, its slots one by one below.
           Effect.map(
             run("keepAlive", Scripts.renewHome(homeKeys, { ttl, knownSeq })),
-            (reply) => reply[0] === "expired" ? reply : [...reply, homeBatch?.positions.map((_, j) => j + 1) ?? []] as const
+            (reply) => reply[0] === "expired" ? reply : [...reply, undefined, []] as const
           ))
       )
       if (renewed[0] === "expired") {
         plans.delete(sessionId)
         return undefined
       }
-      const [, remaining, seq, listed, groups, missedAtHome] = renewed
+      const [, remaining, seq, listed, groups, missedAtHome, viewsAtHome] = renewed
       const registrations = listed === 0 && cached !== undefined ? cached.registrations : listed === 0 ? [] : listed
       const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
           cached.known === known && cached.remaining === remaining
         ? cached
         : planFor(sessionId, seq, registrations, groups, known, remaining)
       plans.set(sessionId, plan)
-      // With the plan unchanged, the home's node renewed its batch already, but for what it answered back.
+      // With the plan unchanged, the home's node renewed its batch already, but for what it answered
+      // back (all of it when the server refused the call).
       const doneAtHome = plan === cached ? homeBatch : undefined
-      const leftAtHome = doneAtHome === undefined ? [] : missedAtHome.map((j) => doneAtHome.positions[j - 1]!)
+      const leftAtHome = doneAtHome === undefined
+        ? []
+        : missedAtHome === undefined
+        ? doneAtHome.positions
+        : missedAtHome.map((j) => doneAtHome.slotPositions[j - 1]!)
+      const batchViews: Array<Schema.Schema.Type<typeof Replies.GroupList>> = [viewsAtHome]
       const { knownBySlot, work } = plan
       const answers = new Map<number, Schema.Schema.Type<typeof Replies.SlotRenewed>>()
       const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) =>
@@ -338,9 +365,12 @@ export const make = (
           (replies) => positions.forEach((at, j) => answers.set(at, replies[j]!))
         )
       const knownIn = (tag: string) => knownBySlot.get(tag) ?? ""
-      const batches = Effect.forEach(plan.batches.filter((batch) => batch !== doneAtHome), ({ call, positions }) =>
+      const batches = Effect.forEach(plan.batches.filter((batch) => batch !== doneAtHome), ({ call, positions, slotPositions }) =>
         run("keepAlive", call).pipe(
-          Effect.map((missed) => missed.map((j) => positions[j - 1]!)),
+          Effect.map(([missed, views]) => {
+            batchViews.push(views)
+            return missed.map((j) => slotPositions[j - 1]!)
+          }),
           Effect.catchIf(refusedByNode, () => Effect.succeed(positions))
         ), { concurrency: "unbounded" })
       // The slots a node did not renew in its call go one by one after it; the others at once.
@@ -350,7 +380,7 @@ export const make = (
       ], { concurrency: "unbounded", discard: true })
       // What a slot answered, or "unchanged at the known version" for one its node renewed in its call.
       const replyAt = (i: number): Schema.Schema.Type<typeof Replies.SlotRenewed> =>
-        answers.get(i) ?? [0, [], "", knownIn(work[i]!.tag)]
+        answers.get(i) ?? (work[i]!.registration === "" ? [[], [], "", ""] : [0, [], "", knownIn(work[i]!.tag)])
       // Unchanged: the slots that still hold leases (registered, not closed by this renewal) are the
       // ones `known` names, each at its version there, and none listed a lease.
       let unchanged = known !== undefined
@@ -362,7 +392,12 @@ export const make = (
         else if (version !== knownIn(work[i]!.tag)) unchanged = false
       }
       if (holding !== knownBySlot.size) unchanged = false
-      const groupViewsOf = () => [...answers.values()].flatMap((reply) => groupViews(reply[1]))
+      // A group renewed twice (its slot's node call, then that slot's own call) is listed once.
+      const groupViewsOf = () => [
+        ...new Map(
+          [...batchViews, ...[...answers.values()].map((reply) => reply[1])].flatMap(groupViews).map((view) => [view.group, view])
+        ).values()
+      ]
       if (unchanged) {
         return { remaining: Duration.millis(remaining), version: known!, leases: undefined, groups: groupViewsOf() }
       }

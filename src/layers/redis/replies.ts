@@ -48,7 +48,7 @@ export const HomeRenewed = Schema.Union(
   ),
   Expired
 )
-/** `HomeRenewed`, and the positions of the slots sent with it that it did not renew. */
+/** `HomeRenewed`, then what `SlotsRenewed` answers for the slots and groups sent with it. */
 export const HomeSlotsRenewed = Schema.Union(
   Schema.Tuple(
     Schema.Literal("live"),
@@ -56,7 +56,8 @@ export const HomeSlotsRenewed = Schema.Union(
     Schema.String,
     Schema.Union(Schema.Array(Schema.String), Schema.Literal(0)),
     Schema.Array(Schema.String),
-    Schema.Array(Schema.Int)
+    Schema.Array(Schema.Int),
+    GroupList
   ),
   Expired
 )
@@ -71,8 +72,8 @@ export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis
 export const Joined = Schema.Literal("joined", "expired")
 export const Members = Schema.Array(Schema.String)
 export const Count = Schema.Int
-/** Positions in a call's list (1-based). */
-export const Indices = Schema.Array(Schema.Int)
+/** The (1-based) positions of the slots a `renewSlots` call did not renew, and its groups' views. */
+export const SlotsRenewed = Schema.Tuple(Schema.Array(Schema.Int), GroupList)
 /** Whether the boot marker was created (1) and its value (server ms from which grants resume). */
 export const Marked = Schema.Tuple(Schema.Literal(0, 1), Schema.String)
 

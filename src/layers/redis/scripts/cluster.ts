@@ -40,13 +40,13 @@ return {'live', rem, seq, slots, redis.call('SMEMBERS', homeGroups)}
 `)
 
 /**
- * `renewHome`, then `renewSlots` for `slots` (`tag, known` pairs of slots on the home's node) with
- * the home's time left, in one call: a renewal's call to the node of the session's home. Answers
- * what `renewHome` answers and the (1-based) pairs it did not renew.
+ * `renewHome`, then `renewSlots` for `slots` and `groupNames` of the home's node with the home's time
+ * left, in one call: a renewal's call to the node of the session's home. Answers what `renewHome`
+ * answers, then what `renewSlots` answers.
  */
 export const renewHomeSlots = define("renewHomeSlots", {
   keys: ["home", "homeSlots", "homeGroups"],
-  args: ["ttl", "knownSeq", "sessionId", "shadowBase"],
+  args: ["ttl", "knownSeq", "sessionId", "shadowBase", "groupPrefix", "groupNames"],
   restArgs: "slots",
   reply: Replies.HomeSlotsRenewed,
   flags: ["allow-cross-slot-keys"]
@@ -56,7 +56,10 @@ if not rem then return {'expired'} end
 local seq = redis.call('GET', home)
 local listed = 0
 if seq ~= knownSeq then listed = redis.call('HGETALL', homeSlots) end
-return {'live', rem, seq, listed, redis.call('SMEMBERS', homeGroups), renew_unchanged(slots, sessionId, shadowBase, rem)}
+return {
+  'live', rem, seq, listed, redis.call('SMEMBERS', homeGroups),
+  renew_unchanged(slots, sessionId, shadowBase, rem), renew_groups(groupNames, sessionId, groupPrefix, rem)
+}
 `)
 
 /**
@@ -111,19 +114,21 @@ return {leases, views, prune, version}
 /**
  * The unchanged case of `renewSlot` for many slots of one node in one call: for each `tag, known`
  * pair of `slots`, when the session's shadow there is on this node with lease-set version `known`,
- * extends the shadow and its set to `remaining` ms (never shortening either). Answers the (1-based)
- * pairs it did not renew, for `renewSlot` to handle one by one (see `renew_unchanged` in the
- * prelude). `route` is a key of the first slot: it sends the call to the node (a call's declared keys
- * must share one slot).
+ * extends the shadow and its set to `remaining` ms (never shortening either); and the session's
+ * memberships of the groups `groupNames` (comma-separated) of this node. Answers the (1-based) pairs
+ * it did not renew, for `renewSlot` to handle one by one (see `renew_unchanged` in the prelude), and
+ * the views of the groups. `route` is a key of the first slot: it sends the call to the node (a
+ * call's declared keys must share one slot); a group key this node does not serve fails the call.
  */
 export const renewSlots = define("renewSlots", {
   keys: ["route"],
-  args: ["sessionId", "remaining", "shadowBase"],
+  args: ["sessionId", "remaining", "shadowBase", "groupPrefix", "groupNames"],
   restArgs: "slots",
-  reply: Replies.Indices,
+  reply: Replies.SlotsRenewed,
   flags: ["allow-cross-slot-keys"]
 }, `
-return renew_unchanged(slots, sessionId, shadowBase, tonumber(remaining))
+local rem = tonumber(remaining)
+return {renew_unchanged(slots, sessionId, shadowBase, rem), renew_groups(groupNames, sessionId, groupPrefix, rem)}
 `)
 
 /**

@@ -398,4 +398,17 @@ local function renew_unchanged(slots, sid, shadow_base, rem)
   end
   return others
 end
+-- Renews sid's membership of the groups named in group_names (comma-separated; names have no comma)
+-- on the node this script runs on, for rem ms (mode 'cluster', scripts flagged
+-- allow-cross-slot-keys): the {group, members} views of those it is still a member of.
+local function renew_groups(group_names, sid, group_prefix, rem)
+  local views = {}
+  if group_names == '' then return views end
+  local now = now_ms()
+  for g in string.gmatch(group_names, '[^,]+') do
+    local view = group_view(group_prefix .. g .. '}', sid, now, rem)
+    if view then views[#views + 1] = {g, view} end
+  end
+  return views
+end
 `
