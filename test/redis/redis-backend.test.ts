@@ -591,6 +591,49 @@ describe("Redis Cluster: per-slot design", () => {
         yield* b.closeSession(sessionId)
       }))
 
+    it.scopedLive(`${mode.label}: a server that refuses script flags (before Redis 7): the home alone, then one call per slot, as before`, () =>
+      Effect.gen(function*() {
+        const client = yield* rawClient(mode.cluster)
+        // The node calls refused as Redis 6 refuses a script with flags; the rest counted.
+        const refused = new Set([Scripts.renewHomeSlots.script.sha, Scripts.renewSlots.script.sha])
+        const calls = new Map<string, number>()
+        const evalsha = client.evalsha
+        const refusing = (...args: Array<unknown>): unknown => {
+          const sha = String(args[0])
+          calls.set(sha, (calls.get(sha) ?? 0) + 1)
+          if (refused.has(sha)) {
+            const error = new Error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'")
+            return Promise.reject(Object.assign(error, { name: "ReplyError" }))
+          }
+          return Reflect.apply(evalsha, client, args)
+        }
+        client.evalsha = refusing as typeof client.evalsha
+        const count = (script: { readonly script: { readonly sha: string } }) => calls.get(script.script.sha) ?? 0
+        const b = yield* RedisBackend.makeWithClient(client, { ...fresh, routeBySlot: true })
+        const names = Array.from({ length: 12 }, (_, i) => uniqueName(`r${i}`))
+        const slots = new Set(names.map((name) => RedisBackend.keySlot(k.lease(name))))
+        const group = uniqueName("g")
+        const { sessionId } = yield* b.openSession(ttl)
+        const tokens = yield* Effect.forEach(names, (name) => Effect.map(b.acquire(sessionId, name), granted))
+        expect(yield* b.join(sessionId, group)).toBe("Joined")
+        const first = live(yield* b.keepAlive(sessionId, ttl))
+        expect(first.leases?.length).toBe(12)
+        const same = live(yield* b.keepAlive(sessionId, ttl, first.version))
+        calls.clear()
+        const steady = live(yield* b.keepAlive(sessionId, ttl, same.version))
+        expect(steady.leases).toBeUndefined()
+        expect(steady.groups).toEqual([{ group, members: [sessionId] }])
+        // Refused once, never sent again.
+        expect(count(Scripts.renewHomeSlots) + count(Scripts.renewSlots)).toBe(0)
+        expect(count(Scripts.renewHome)).toBe(1)
+        const groupSlot = RedisBackend.keySlot(k.group(group))
+        expect(count(Scripts.renewSlot)).toBe(new Set([...slots, groupSlot]).size)
+        yield* b.release(sessionId, names[0]!, tokens[0]!)
+        const released = live(yield* b.keepAlive(sessionId, ttl, steady.version))
+        expect(released.leases?.map(({ name }) => name).sort()).toEqual(names.slice(1).sort())
+        yield* b.closeSession(sessionId)
+      }))
+
     it.scopedLive(`${mode.label}: a grant carrying a registration older than a slot's close registers again`, () =>
       Effect.gen(function*() {
         const b = yield* RedisBackend.make(mode.options)

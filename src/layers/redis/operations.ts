@@ -67,6 +67,8 @@ interface RenewPlan {
   readonly registered: number
   /** The node of the session's home. */
   readonly homeNode: string | undefined
+  /** Whether it was built for calls per node (see `nodeCalls`). */
+  readonly nodeCalls: boolean
   /** One `renewSlots` call per node (the home's node's goes with the home, `renewHomeSlots`). */
   readonly batches: ReadonlyArray<NodeBatch>
   /** The positions renewed one call each (unknown versions, unknown nodes). */
@@ -120,6 +122,10 @@ export interface LeaseRules {
  */
 const refusedByNode = (error: BackendError): boolean =>
   error.cause instanceof Error && error.cause.name === "ReplyError"
+
+/** Whether a refusal says that the server cannot run a script with flags at all (before Redis 7). */
+const noScriptFlags = (error: BackendError): boolean =>
+  error.cause instanceof Error && /compiling script|shebang/i.test(error.cause.message)
 
 /** The store operations (all but `backend`, `hints` and `isSessionId`) on the connection of `runner`. */
 export const make = (
@@ -227,6 +233,15 @@ export const make = (
    * the home's slot list nor rebuilds its calls.
    */
   const plans = new Map<string, RenewPlan>()
+  /**
+   * Cluster: whether the servers run scripts with flags. Set once a server refused one (before
+   * Redis 7): from then on the home is renewed alone and every slot with a call of its own, so a
+   * renewal does not pay a refused call per node each time.
+   */
+  let nodeCalls = true
+  const refused = (error: BackendError) => {
+    if (noScriptFlags(error)) nodeCalls = false
+  }
 
   const planFor = (
     sessionId: string,
@@ -242,7 +257,7 @@ export const make = (
     // with the groups in them.
     const byNode = new Map<string, Array<number>>()
     work.forEach((w, i) => {
-      const node = rules.nodeOf(w.slot)
+      const node = nodeCalls ? rules.nodeOf(w.slot) : undefined
       if ((w.registration !== "" && !knownBySlot.get(w.tag)) || node === undefined) return
       const positions = byNode.get(node)
       if (positions === undefined) byNode.set(node, [i])
@@ -259,6 +274,7 @@ export const make = (
       knownBySlot,
       registered: work.filter((w) => w.registration !== "").length,
       homeNode: rules.nodeOf(keySlot(k.session(sessionId))),
+      nodeCalls,
       batches: [...byNode].map(([node, positions]) => {
         const slotPositions = positions.filter((i) => work[i]!.registration !== "")
         const slots = slotPositions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
@@ -305,7 +321,12 @@ export const make = (
       const homeBatch = cached?.batches.find((batch) => batch.node === cached.homeNode)
       const homeKeys = { ...home(sessionId), homeSlots }
       const knownSeq = cached?.seq ?? ""
-      const renewed = yield* run(
+      // The home alone (the node refused the call, or cannot run flags): its node's slots one by one below.
+      const homeAlone = Effect.map(
+        run("keepAlive", Scripts.renewHome(homeKeys, { ttl, knownSeq })),
+        (reply) => reply[0] === "expired" ? reply : [...reply, undefined, []] as const
+      )
+      const renewed = yield* !nodeCalls ? homeAlone : run(
         "keepAlive",
         Scripts.renewHomeSlots(homeKeys, {
           ttl,
@@ -316,14 +337,7 @@ export const make = (
           groupNames: homeBatch?.groupNames ?? "",
           slots: homeBatch?.slots ?? []
         })
-      ).pipe(
-        Effect.catchIf(refusedByNode, () =>
-          // A server before Redis 7 (no script flags): the home alone, its slots one by one below.
-          Effect.map(
-            run("keepAlive", Scripts.renewHome(homeKeys, { ttl, knownSeq })),
-            (reply) => reply[0] === "expired" ? reply : [...reply, undefined, []] as const
-          ))
-      )
+      ).pipe(Effect.catchIf(refusedByNode, (error) => Effect.zipRight(Effect.sync(() => refused(error)), homeAlone)))
       if (renewed[0] === "expired") {
         plans.delete(sessionId)
         return undefined
@@ -331,7 +345,7 @@ export const make = (
       const [, remaining, seq, listed, groups, missedAtHome, viewsAtHome] = renewed
       const registrations = listed === 0 && cached !== undefined ? cached.registrations : listed === 0 ? [] : listed
       const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
-          cached.known === known && cached.remaining === remaining
+          cached.known === known && cached.remaining === remaining && cached.nodeCalls === nodeCalls
         ? cached
         : planFor(sessionId, seq, registrations, groups, known, remaining)
       plans.set(sessionId, plan)
@@ -371,7 +385,10 @@ export const make = (
             batchViews.push(views)
             return missed.map((j) => slotPositions[j - 1]!)
           }),
-          Effect.catchIf(refusedByNode, () => Effect.succeed(positions))
+          Effect.catchIf(refusedByNode, (error) => Effect.sync(() => {
+            refused(error)
+            return positions
+          }))
         ), { concurrency: "unbounded" })
       // The slots a node did not renew in its call go one by one after it; the others at once.
       yield* Effect.all([
