@@ -28,6 +28,7 @@ import {
   modes,
   privateServer,
   rawClient,
+  type RawClient,
   serverTime,
   releaseHeard,
   uniqueName,
@@ -417,6 +418,31 @@ for (const mode of modes) {
   })
 }
 
+/**
+ * Counts the script calls a backend sends through `client`, by script; the `refused` ones are
+ * answered as Redis 6 answers a script with flags.
+ */
+const countScriptCalls = (
+  client: RawClient,
+  refused: ReadonlyArray<{ readonly script: { readonly sha: string } }> = []
+) => {
+  const refusedShas = new Set(refused.map(({ script }) => script.sha))
+  const calls = new Map<string, number>()
+  const evalsha = client.evalsha
+  const counting = (...args: Array<unknown>): unknown => {
+    const sha = String(args[0])
+    calls.set(sha, (calls.get(sha) ?? 0) + 1)
+    if (refusedShas.has(sha)) {
+      const error = new Error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'")
+      return Promise.reject(Object.assign(error, { name: "ReplyError" }))
+    }
+    return Reflect.apply(evalsha, client, args)
+  }
+  client.evalsha = counting as typeof client.evalsha
+  const count = (script: { readonly script: { readonly sha: string } }) => calls.get(script.script.sha) ?? 0
+  return { calls, count }
+}
+
 describe("Redis Cluster: per-slot design", () => {
   it("keySlot agrees with CLUSTER KEYSLOT and every slot has a tag hashing to it", async () => {
     for (let slot = 0; slot < 16384; slot++) expect(RedisBackend.keySlot(RedisBackend.slotTag(slot))).toBe(slot)
@@ -533,15 +559,7 @@ describe("Redis Cluster: per-slot design", () => {
     it.scopedLive(`${mode.label}: an unchanged renewal is one call per node, the home's included; a changed slot gets its own`, () =>
       Effect.gen(function*() {
         const client = yield* rawClient(mode.cluster)
-        // Counts the script calls the backend sends, by script.
-        const calls = new Map<string, number>()
-        const evalsha = client.evalsha
-        const counting = (...args: Array<unknown>): unknown => {
-          calls.set(String(args[0]), (calls.get(String(args[0])) ?? 0) + 1)
-          return Reflect.apply(evalsha, client, args)
-        }
-        client.evalsha = counting as typeof client.evalsha
-        const count = (script: { readonly script: { readonly sha: string } }) => calls.get(script.script.sha) ?? 0
+        const { calls, count } = countScriptCalls(client)
         const b = yield* RedisBackend.makeWithClient(client, { ...fresh, routeBySlot: true })
         const names = Array.from({ length: 40 }, (_, i) => uniqueName(`u${i}`))
         const slots = new Set(names.map((name) => RedisBackend.keySlot(k.lease(name))))
@@ -595,20 +613,7 @@ describe("Redis Cluster: per-slot design", () => {
       Effect.gen(function*() {
         const client = yield* rawClient(mode.cluster)
         // The node calls refused as Redis 6 refuses a script with flags; the rest counted.
-        const refused = new Set([Scripts.renewHomeSlots.script.sha, Scripts.renewSlots.script.sha])
-        const calls = new Map<string, number>()
-        const evalsha = client.evalsha
-        const refusing = (...args: Array<unknown>): unknown => {
-          const sha = String(args[0])
-          calls.set(sha, (calls.get(sha) ?? 0) + 1)
-          if (refused.has(sha)) {
-            const error = new Error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'")
-            return Promise.reject(Object.assign(error, { name: "ReplyError" }))
-          }
-          return Reflect.apply(evalsha, client, args)
-        }
-        client.evalsha = refusing as typeof client.evalsha
-        const count = (script: { readonly script: { readonly sha: string } }) => calls.get(script.script.sha) ?? 0
+        const { calls, count } = countScriptCalls(client, [Scripts.renewHomeSlots, Scripts.renewSlots])
         const b = yield* RedisBackend.makeWithClient(client, { ...fresh, routeBySlot: true })
         const names = Array.from({ length: 12 }, (_, i) => uniqueName(`r${i}`))
         const slots = new Set(names.map((name) => RedisBackend.keySlot(k.lease(name))))

@@ -38,29 +38,16 @@ export const Registered = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis
  * The home's time left, the number of its last slot registration, its registered slots (`tag, seq,
  * tag, seq, ...`; `0`: still those of the number the client knows) and its groups.
  */
-export const HomeRenewed = Schema.Union(
-  Schema.Tuple(
-    Schema.Literal("live"),
-    Millis,
-    Schema.String,
-    Schema.Union(Schema.Array(Schema.String), Schema.Literal(0)),
-    Schema.Array(Schema.String)
-  ),
-  Expired
-)
+const homeLive = [
+  Schema.Literal("live"),
+  Millis,
+  Schema.String,
+  Schema.Union(Schema.Array(Schema.String), Schema.Literal(0)),
+  Schema.Array(Schema.String)
+] as const
+export const HomeRenewed = Schema.Union(Schema.Tuple(...homeLive), Expired)
 /** `HomeRenewed`, then what `SlotsRenewed` answers for the slots and groups sent with it. */
-export const HomeSlotsRenewed = Schema.Union(
-  Schema.Tuple(
-    Schema.Literal("live"),
-    Millis,
-    Schema.String,
-    Schema.Union(Schema.Array(Schema.String), Schema.Literal(0)),
-    Schema.Array(Schema.String),
-    Schema.Array(Schema.Int),
-    GroupList
-  ),
-  Expired
-)
+export const HomeSlotsRenewed = Schema.Union(Schema.Tuple(...homeLive, Schema.Array(Schema.Int), GroupList), Expired)
 /**
  * The leases of the session in one slot (`0`: still the version the client knows), its groups there,
  * the registration to forget there (`""`: none) and the version of its lease set there (`""`: none).

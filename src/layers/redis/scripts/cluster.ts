@@ -31,12 +31,7 @@ export const renewHome = define("renewHome", {
   args: ["ttl", "knownSeq"],
   reply: Replies.HomeRenewed
 }, `
-local rem = renew(tonumber(ttl), home, homeSlots, homeGroups)
-if not rem then return {'expired'} end
-local seq = redis.call('GET', home)
-local slots = 0
-if seq ~= knownSeq then slots = redis.call('HGETALL', homeSlots) end
-return {'live', rem, seq, slots, redis.call('SMEMBERS', homeGroups)}
+return renew_home(ttl, knownSeq, home, homeSlots, homeGroups) or {'expired'}
 `)
 
 /**
@@ -51,15 +46,12 @@ export const renewHomeSlots = define("renewHomeSlots", {
   reply: Replies.HomeSlotsRenewed,
   flags: ["allow-cross-slot-keys"]
 }, `
-local rem = renew(tonumber(ttl), home, homeSlots, homeGroups)
-if not rem then return {'expired'} end
-local seq = redis.call('GET', home)
-local listed = 0
-if seq ~= knownSeq then listed = redis.call('HGETALL', homeSlots) end
-return {
-  'live', rem, seq, listed, redis.call('SMEMBERS', homeGroups),
-  renew_unchanged(slots, sessionId, shadowBase, rem), renew_groups(groupNames, sessionId, groupPrefix, rem)
-}
+local reply = renew_home(ttl, knownSeq, home, homeSlots, homeGroups)
+if not reply then return {'expired'} end
+local rem = reply[2]
+reply[6] = renew_unchanged(slots, sessionId, shadowBase, rem)
+reply[7] = renew_groups(groupNames, sessionId, groupPrefix, rem)
+return reply
 `)
 
 /**

@@ -411,4 +411,15 @@ local function renew_groups(group_names, sid, group_prefix, rem)
   end
   return views
 end
+-- Renews the home of a session (mode 'cluster') for ttl ms: {'live', its ms left, its value (the
+-- number of its last slot registration), its registered slots unless that number is still known_seq
+-- (0: unchanged), its groups}; nil when the session is gone.
+local function renew_home(ttl, known_seq, home, home_slots, home_groups)
+  local rem = renew(tonumber(ttl), home, home_slots, home_groups)
+  if not rem then return nil end
+  local seq = redis.call('GET', home)
+  local listed = 0
+  if seq ~= known_seq then listed = redis.call('HGETALL', home_slots) end
+  return {'live', rem, seq, listed, redis.call('SMEMBERS', home_groups)}
+end
 `
