@@ -239,9 +239,16 @@ export const make = (
    * renewal does not pay a refused call per node each time.
    */
   let nodeCalls = true
-  const refused = (error: BackendError) => {
-    if (noScriptFlags(error)) nodeCalls = false
-  }
+  const refused = (error: BackendError): Effect.Effect<void> =>
+    !nodeCalls || !noScriptFlags(error) ? Effect.void : Effect.zipRight(
+      Effect.sync(() => {
+        nodeCalls = false
+      }),
+      Effect.logWarning(
+        `simba redis: the server refused a renewal script with flags (${error.message}); ` +
+          `renewals now send one call per slot holding a lease (Redis 7 runs one call per node)`
+      ).pipe(Effect.annotateLogs({ backend: "redis" }))
+    )
 
   const planFor = (
     sessionId: string,
@@ -337,7 +344,7 @@ export const make = (
           groupNames: homeBatch?.groupNames ?? "",
           slots: homeBatch?.slots ?? []
         })
-      ).pipe(Effect.catchIf(refusedByNode, (error) => Effect.zipRight(Effect.sync(() => refused(error)), homeAlone)))
+      ).pipe(Effect.catchIf(refusedByNode, (error) => Effect.zipRight(refused(error), homeAlone)))
       if (renewed[0] === "expired") {
         plans.delete(sessionId)
         return undefined
@@ -385,10 +392,7 @@ export const make = (
             batchViews.push(views)
             return missed.map((j) => slotPositions[j - 1]!)
           }),
-          Effect.catchIf(refusedByNode, (error) => Effect.sync(() => {
-            refused(error)
-            return positions
-          }))
+          Effect.catchIf(refusedByNode, (error) => Effect.as(refused(error), positions))
         ), { concurrency: "unbounded" })
       // The slots a node did not renew in its call go one by one after it; the others at once.
       yield* Effect.all([
