@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
+import type * as MetricLabel from "effect/MetricLabel"
 import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -274,6 +275,62 @@ export const makeHintHub = (capacity?: number): Effect.Effect<HintHub> =>
   })
 
 // ---------------------------------------------------------------------------------------------------
+// Calls without a fiber
+// ---------------------------------------------------------------------------------------------------
+
+/** The answer of a direct call, given to its callback once. */
+export type Done<A> = (answer: Either.Either<A, BackendError>) => void
+
+/** What a direct call takes from its caller's fiber: the clock and metric labels its metrics use. */
+export interface CallContext {
+  readonly clock: Clock.Clock
+  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+}
+
+/**
+ * The operations on a client's every lock and renewal, started without a fiber: the caller (the
+ * client's loop) starts the call and the driver's callback answers `done`. Same rules, metrics and
+ * answers as the service's Effects; no span (the client uses these only while no tracer is installed).
+ */
+export interface DirectCalls {
+  readonly keepAlive?:
+    | ((context: CallContext, sessionId: string, ttlMillis: number, known: string | undefined, done: Done<KeepAliveReply>) => void)
+    | undefined
+  readonly acquire?: ((context: CallContext, sessionId: string, name: string, done: Done<AcquireReply>) => void) | undefined
+  readonly release?: ((context: CallContext, sessionId: string, name: string, token: bigint, done: Done<void>) => void) | undefined
+}
+
+/** A store's direct operations: its Effects' arguments (checked, as `Store` says) and a callback. */
+export interface StoreDirect {
+  readonly keepAlive?:
+    | ((sessionId: string, ttlMillis: number, known: string | undefined, done: (answer: Either.Either<KeepAliveReply, unknown>) => void) => void)
+    | undefined
+  readonly acquire?: ((sessionId: string, name: string, done: (answer: Either.Either<AcquireReply, unknown>) => void) => void) | undefined
+  readonly release?: ((sessionId: string, name: string, token: bigint, done: (answer: Either.Either<void, unknown>) => void) => void) | undefined
+}
+
+const directKey: unique symbol = Symbol.for("simba/LeaseBackend/direct")
+
+/**
+ * The direct form of the service's operations, where the backend offers one and a caller whose
+ * fiber has `tracer` may use it (only without a tracer installed: a direct call opens no span).
+ * Each is found on its operation's own function, so a wrapper that replaces an operation (a test kit
+ * counting or delaying acquires) replaces its direct form too, and the client calls the wrapper.
+ */
+export const directOf = (service: LeaseBackendService, tracer: Tracer.Tracer): DirectCalls | undefined => {
+  if (!isDefaultTracer(tracer)) return undefined
+  type Marked<F> = F & { readonly [directKey]?: unknown }
+  const keepAlive = (service.keepAlive as Marked<typeof service.keepAlive>)[directKey] as DirectCalls["keepAlive"]
+  const acquire = (service.acquire as Marked<typeof service.acquire>)[directKey] as DirectCalls["acquire"]
+  const release = (service.release as Marked<typeof service.release>)[directKey] as DirectCalls["release"]
+  return keepAlive === undefined && acquire === undefined && release === undefined ? undefined : { keepAlive, acquire, release }
+}
+
+/** `operation` with its direct form attached (see `directOf`). */
+const withDirect = <F extends object>(operation: F, direct: unknown): F =>
+  direct === undefined ? operation : Object.assign(operation, { [directKey]: direct })
+
+// ---------------------------------------------------------------------------------------------------
 // The constructor every backend is built with
 // ---------------------------------------------------------------------------------------------------
 
@@ -311,6 +368,11 @@ export interface Store {
   readonly leave: (sessionId: string, group: string) => Effect.Effect<void, unknown>
   readonly members: (group: string) => Effect.Effect<ReadonlyArray<string>, unknown>
   readonly hints: Stream.Stream<Hint>
+  /**
+   * Optional: the same operations started from a driver's callback, without an Effect (see
+   * "Calls without a fiber"). Each must answer `done` exactly once, as its Effect would have.
+   */
+  readonly direct?: StoreDirect | undefined
   /** See `LeaseBackendService.inspect`; any order (`make` sorts). Default: absent. */
   readonly inspect?: Effect.Effect<Inventory, unknown> | undefined
 }
@@ -335,52 +397,108 @@ export const make = (store: Store): LeaseBackendService => {
   const listing = instrument("members")
   const inspecting = instrument("inspect")
 
-  const invalid = (operation: Operation, cause: string) => Effect.fail(new BackendError({ backend, operation, cause }))
+  const problem = (operation: Operation, cause: string) => new BackendError({ backend, operation, cause })
+  const invalid = (operation: Operation, cause: string) => Effect.fail(problem(operation, cause))
+  const ttlRule = (millis: number, shown: string): string | undefined =>
+    Number.isFinite(millis) && millis >= 1 ? undefined : `ttl must be a finite duration of at least 1 ms (got ${shown})`
   const withTtl = <A>(
     operation: Operation,
     ttl: Duration.Duration,
     f: (ttlMillis: number) => Effect.Effect<A, unknown>
   ): Effect.Effect<A, unknown> => {
     const millis = Duration.toMillis(ttl)
-    return Number.isFinite(millis) && millis >= 1
-      ? f(Math.ceil(millis))
-      : invalid(operation, `ttl must be a finite duration of at least 1 ms (got ${Duration.format(ttl)})`)
+    const rule = ttlRule(millis, Duration.format(ttl))
+    return rule === undefined ? f(Math.ceil(millis)) : invalid(operation, rule)
+  }
+  const nameRule = (name: string): string | undefined => {
+    const rule = brokenRule(name)
+    return rule === undefined ? undefined : `invalid name ${JSON.stringify(name)}: ${rule}`
   }
   const withName = <A>(operation: Operation, name: string, f: () => Effect.Effect<A, unknown>): Effect.Effect<A, unknown> => {
-    const rule = brokenRule(name)
-    return rule === undefined ? f() : invalid(operation, `invalid name ${JSON.stringify(name)}: ${rule}`)
+    const rule = nameRule(name)
+    return rule === undefined ? f() : invalid(operation, rule)
   }
+  /** What is wrong with a `Live` reply that omits a lease list the client needs (`undefined`: nothing). */
+  const omitsLeases = (reply: KeepAliveReply, known: string | undefined): string | undefined =>
+    reply._tag === "Live" && reply.leases === undefined && (known === undefined || known !== reply.version)
+      ? `the reply omits the lease list of version ${reply.version}, but the client knows ${known ?? "none"}`
+      : undefined
   const expired = Effect.succeed(KeepAliveReply.Expired())
   const acquireExpired = Effect.succeed(AcquireReply.Expired())
   const joinExpired = Effect.succeed<JoinReply>("Expired")
 
+  // The direct forms (see `directOf`): the same checks and answers, then the store's callback.
+  const direct = store.direct
+  const storeKeepAlive = direct?.keepAlive
+  const keepAliveDirect: DirectCalls["keepAlive"] = storeKeepAlive === undefined ? undefined : (
+    context,
+    sessionId,
+    ttlMillis,
+    known,
+    done
+  ) =>
+    renew.direct(context, done, (answer) => {
+      const rule = ttlRule(ttlMillis, `${ttlMillis} millis`)
+      if (rule !== undefined) return answer(Either.left(problem("keepAlive", rule)))
+      if (!isSessionId(sessionId)) return answer(Either.right(KeepAliveReply.Expired()))
+      storeKeepAlive(sessionId, Math.ceil(ttlMillis), known, (reply) => {
+        const omitted = Either.isRight(reply) ? omitsLeases(reply.right, known) : undefined
+        answer(omitted === undefined ? reply : Either.left(problem("keepAlive", omitted)))
+      })
+    })
+  const storeAcquire = direct?.acquire
+  const acquireDirect: DirectCalls["acquire"] = storeAcquire === undefined ? undefined : (context, sessionId, name, done) =>
+    acquiring.direct(context, done, (answer) => {
+      const rule = nameRule(name)
+      if (rule !== undefined) return answer(Either.left(problem("acquire", rule)))
+      if (!isSessionId(sessionId)) return answer(Either.right(AcquireReply.Expired()))
+      storeAcquire(sessionId, name, answer)
+    })
+  const storeRelease = direct?.release
+  const releaseDirect: DirectCalls["release"] = storeRelease === undefined ? undefined : (context, sessionId, name, token, done) =>
+    releasing.direct(context, done, (answer) => {
+      const rule = nameRule(name)
+      if (rule !== undefined) return answer(Either.left(problem("release", rule)))
+      if (!isSessionId(sessionId) || token <= 0n) return answer(Either.void)
+      storeRelease(sessionId, name, token, answer)
+    })
+
   return {
     backend,
-    openSession: (ttl) => open(withTtl("openSession", ttl, store.openSession)),
-    keepAlive: (sessionId, ttl, known) =>
-      renew(withTtl("keepAlive", ttl, (ttlMillis) =>
-        isSessionId(sessionId)
-          ? Effect.flatMap(store.keepAlive(sessionId, ttlMillis, known), (reply) =>
-            reply._tag === "Live" && reply.leases === undefined && (known === undefined || known !== reply.version)
-              ? invalid("keepAlive", `the reply omits the lease list of version ${reply.version}, but the client knows ${known ?? "none"}`)
-              : Effect.succeed(reply))
-          : expired)),
-    closeSession: (sessionId) => closing(isSessionId(sessionId) ? store.closeSession(sessionId) : Effect.void),
-    acquire: (sessionId, name) =>
-      acquiring(withName("acquire", name, () => isSessionId(sessionId) ? store.acquire(sessionId, name) : acquireExpired)),
-    release: (sessionId, name, token) =>
-      releasing(withName("release", name, () =>
-        isSessionId(sessionId) && token > 0n ? store.release(sessionId, name, token) : Effect.void)),
+    openSession: (ttl) => open.effect(withTtl("openSession", ttl, store.openSession)),
+    keepAlive: withDirect(
+      (sessionId: string, ttl: Duration.Duration, known?: string | undefined) =>
+        renew.effect(withTtl("keepAlive", ttl, (ttlMillis) =>
+          isSessionId(sessionId)
+            ? Effect.flatMap(store.keepAlive(sessionId, ttlMillis, known), (reply) => {
+              const omitted = omitsLeases(reply, known)
+              return omitted === undefined ? Effect.succeed(reply) : invalid("keepAlive", omitted)
+            })
+            : expired)),
+      keepAliveDirect
+    ),
+    closeSession: (sessionId) => closing.effect(isSessionId(sessionId) ? store.closeSession(sessionId) : Effect.void),
+    acquire: withDirect(
+      (sessionId: string, name: string) =>
+        acquiring.effect(withName("acquire", name, () => isSessionId(sessionId) ? store.acquire(sessionId, name) : acquireExpired)),
+      acquireDirect
+    ),
+    release: withDirect(
+      (sessionId: string, name: string, token: bigint) =>
+        releasing.effect(withName("release", name, () =>
+          isSessionId(sessionId) && token > 0n ? store.release(sessionId, name, token) : Effect.void)),
+      releaseDirect
+    ),
     withdraw: (sessionId, name) =>
-      withdrawing(withName("withdraw", name, () =>
+      withdrawing.effect(withName("withdraw", name, () =>
         storeWithdraw !== undefined && isSessionId(sessionId) ? storeWithdraw(sessionId, name) : Effect.void)),
     join: (sessionId, group) =>
-      joining(withName("join", group, () => isSessionId(sessionId) ? store.join(sessionId, group) : joinExpired)),
+      joining.effect(withName("join", group, () => isSessionId(sessionId) ? store.join(sessionId, group) : joinExpired)),
     leave: (sessionId, group) =>
-      leaving(withName("leave", group, () => isSessionId(sessionId) ? store.leave(sessionId, group) : Effect.void)),
-    members: (group) => listing(withName("members", group, () => store.members(group))),
+      leaving.effect(withName("leave", group, () => isSessionId(sessionId) ? store.leave(sessionId, group) : Effect.void)),
+    members: (group) => listing.effect(withName("members", group, () => store.members(group))),
     hints: store.hints,
-    ...(store.inspect === undefined ? {} : { inspect: inspecting(Effect.map(store.inspect, sortInventory)) })
+    ...(store.inspect === undefined ? {} : { inspect: inspecting.effect(Effect.map(store.inspect, sortInventory)) })
   }
 }
 
@@ -429,36 +547,66 @@ const instrumentCall = (backend: string) => (operation: Operation) => {
     cause instanceof BackendError ? cause : new BackendError({ backend, operation, cause })
   const span = `simba.${operation}`
   const spanOptions = { attributes: { backend }, captureStackTrace: false } as const
+  const exited = (
+    succeeded: boolean,
+    clock: Clock.Clock,
+    started: bigint,
+    labels: ReadonlyArray<MetricLabel.MetricLabel>
+  ) => {
+    ;(succeeded ? success : failure).unsafeUpdate(1, labels)
+    latency.unsafeUpdate(Duration.nanos(clock.unsafeCurrentTimeNanos() - started), labels)
+  }
   const measured = <A>(call: Effect.Effect<A, unknown>, fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<A, BackendError> => {
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     const started = clock.unsafeCurrentTimeNanos()
-    const exited = (succeeded: boolean) => {
-      ;(succeeded ? success : failure).unsafeUpdate(1, labels)
-      latency.unsafeUpdate(Duration.nanos(clock.unsafeCurrentTimeNanos() - started), labels)
-    }
     // As `onExit`: the region is uninterruptible, so an interrupted call is counted too.
     return Effect.uninterruptibleMask((restore) =>
       Effect.matchCauseEffect(restore(call), {
         onFailure: (cause) => {
-          exited(false)
+          exited(false, clock, started, labels)
           // As `mapError`: the first failure tagged, or the cause as it is (a defect, an interruption).
           const failed = Cause.failureOrCause(cause)
           return Either.isLeft(failed) ? Effect.fail(tag(failed.left)) : Effect.failCause(failed.right)
         },
         onSuccess: (value) => {
-          exited(true)
+          exited(true, clock, started, labels)
           return Effect.succeed(value)
         }
       })
     )
   }
-  return <A>(call: Effect.Effect<A, unknown>): Effect.Effect<A, BackendError> =>
-    Effect.withFiberRuntime((fiber) =>
-      isDefaultTracer(fiber.currentTracer)
-        ? measured(call, fiber)
-        : Effect.withSpan(measured(call, fiber), span, spanOptions)
-    )
+  return {
+    effect: <A>(call: Effect.Effect<A, unknown>): Effect.Effect<A, BackendError> =>
+      Effect.withFiberRuntime((fiber) =>
+        isDefaultTracer(fiber.currentTracer)
+          ? measured(call, fiber)
+          : Effect.withSpan(measured(call, fiber), span, spanOptions)
+      ),
+    /**
+     * A direct call (`DirectCalls`): `start` is given the one callback that answers `done` (later
+     * answers are ignored; a throw is a failure), measured as the Effect's are, without a span.
+     */
+    direct: <A>(
+      context: CallContext,
+      done: Done<A>,
+      start: (answer: (answer: Either.Either<A, unknown>) => void) => void
+    ): void => {
+      const started = context.clock.unsafeCurrentTimeNanos()
+      let open = true
+      const answer = (result: Either.Either<A, unknown>) => {
+        if (!open) return
+        open = false
+        exited(Either.isRight(result), context.clock, started, context.metricLabels)
+        done(Either.isRight(result) ? result as Either.Either<A, never> : Either.left(tag(result.left)))
+      }
+      try {
+        start(answer)
+      } catch (cause) {
+        answer(Either.left(cause))
+      }
+    }
+  }
 }
 
 /**

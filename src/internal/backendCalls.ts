@@ -1,6 +1,7 @@
 /**
- * The engine's `Call` commands: each backend call runs in its own fiber (started at once, in the loop's
- * turn: the request is on its way before the step's other commands), timed out one renewal period
+ * The engine's `Call` commands: each backend call is started at once, in the loop's turn (the request
+ * is on its way before the step's other commands), from the loop itself when the backend offers the
+ * call's direct form (its reply queued by the driver's callback), else in a fiber of its own; timed out one renewal period
  * after it was sent, and is answered to the engine exactly once as a
  * `Reply` event (`Failed` for an error or a timeout). Its deadline is a timer in the client's heap
  * (`callsInFlight.ts`).
@@ -10,11 +11,11 @@ import type * as Engine from "../Engine.js"
 import { BackendError } from "../LeaseBackend.js"
 import * as BackendRequest from "./backendRequest.js"
 import * as CallsInFlight from "./callsInFlight.js"
-import { type Call, type LoopFiber, offer, offerNow, type Shell } from "./shell.js"
+import { type Call, type LoopFiber, offerNow, type Shell } from "./shell.js"
 
 /** Answers `call` to the engine. */
-export const reply = (shell: Shell, call: Call, response: Engine.Response): Effect.Effect<void> =>
-  offer(shell, { _tag: "Reply", requestId: call.requestId, sentAt: call.sentAt, request: call.request, response })
+export const reply = (shell: Shell, call: Call, response: Engine.Response): void =>
+  offerNow(shell, { _tag: "Reply", requestId: call.requestId, sentAt: call.sentAt, request: call.request, response })
 
 /**
  * Answers `call` as failed: it outlived its timeout. (Its metrics and span belong to the backend's
@@ -37,12 +38,16 @@ export const timedOut = (shell: Shell, call: Call): void =>
   })
 
 /**
- * Performs the `Call` command sent at `now`: the call starts at once, in a fiber of its own; returns
- * the Effect arming its deadline needs, if the timers' sleeper must wake earlier for it.
+ * Performs the `Call` command sent at `now`: the call starts at once, without a fiber where the
+ * backend allows it; returns the Effect arming its deadline needs, if the timers' sleeper must wake
+ * earlier for it.
  */
 export const perform = (shell: Shell, call: Call, now: number, loop: LoopFiber): Effect.Effect<void> | undefined => {
-  const attempt = BackendRequest.attempt(shell.backend, call.request)
   // Whole millis: TestClock cannot represent fractional instants as nanoseconds.
   const deadline = now + Math.ceil(call.timeout)
-  return CallsInFlight.start(shell.calls, shell.timers, call.requestId, call, deadline, attempt, loop.fork, loop.id)
+  const direct = loop.direct
+  return CallsInFlight.startWith(shell.calls, shell.timers, call.requestId, call, deadline, (answered) =>
+    direct !== undefined && BackendRequest.attemptDirect(direct, loop.callContext, call.request, answered)
+      ? undefined
+      : loop.fork(Effect.map(BackendRequest.attempt(shell.backend, call.request), answered)), loop.id)
 }

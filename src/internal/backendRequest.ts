@@ -5,7 +5,16 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Engine from "../Engine.js"
-import type { BackendError, LeaseBackendService } from "../LeaseBackend.js"
+import * as Either from "effect/Either"
+import type {
+  AcquireReply,
+  BackendError,
+  CallContext,
+  DirectCalls,
+  KeepAliveReply,
+  LeaseBackendService,
+  OpenedSession
+} from "../LeaseBackend.js"
 
 /** A failed call as the engine reads it (a service not built by `LeaseBackend.make` may fail with anything). */
 const failed = (error: unknown): Engine.Response => ({
@@ -20,46 +29,49 @@ const answer = <A>(call: Effect.Effect<A, BackendError>, translate: (reply: A) =
 const done: Engine.Response = { _tag: "Done" }
 const isDone = (): Engine.Response => done
 
+const opened = (session: OpenedSession): Engine.Response => ({
+  _tag: "Opened",
+  sessionId: session.sessionId,
+  remaining: Duration.toMillis(session.remaining)
+})
+
+const renewed = (reply: KeepAliveReply): Engine.Response =>
+  reply._tag === "Expired"
+    ? { _tag: "Expired" }
+    : {
+      _tag: "Live",
+      remaining: Duration.toMillis(reply.remaining),
+      version: reply.version,
+      leases: reply.leases,
+      groups: reply.groups
+    }
+
+const acquired = (reply: AcquireReply): Engine.Response => {
+  switch (reply._tag) {
+    case "Granted":
+      return { _tag: "Granted", token: reply.token }
+    case "HeldBy":
+      return {
+        _tag: "HeldBy",
+        token: reply.token,
+        remaining: reply.remaining === undefined ? undefined : Duration.toMillis(reply.remaining)
+      }
+    case "Expired":
+      return { _tag: "Expired" }
+  }
+}
+
 /** Sends `request` to `backend` and translates the answer for the engine (a failure is `Failed`). */
 export const attempt = (backend: LeaseBackendService, request: Engine.Request): Effect.Effect<Engine.Response> => {
   switch (request._tag) {
     case "OpenSession":
-      return answer(backend.openSession(Duration.millis(request.ttl)), (opened) => ({
-        _tag: "Opened",
-        sessionId: opened.sessionId,
-        remaining: Duration.toMillis(opened.remaining)
-      }))
+      return answer(backend.openSession(Duration.millis(request.ttl)), opened)
     case "KeepAlive":
-      return answer(
-        backend.keepAlive(request.sessionId, Duration.millis(request.ttl), request.known),
-        (reply) =>
-          reply._tag === "Expired"
-            ? { _tag: "Expired" }
-            : {
-              _tag: "Live",
-              remaining: Duration.toMillis(reply.remaining),
-              version: reply.version,
-              leases: reply.leases,
-              groups: reply.groups
-            }
-      )
+      return answer(backend.keepAlive(request.sessionId, Duration.millis(request.ttl), request.known), renewed)
     case "CloseSession":
       return answer(backend.closeSession(request.sessionId), isDone)
     case "Acquire":
-      return answer(backend.acquire(request.sessionId, request.name), (reply) => {
-        switch (reply._tag) {
-          case "Granted":
-            return { _tag: "Granted", token: reply.token }
-          case "HeldBy":
-            return {
-              _tag: "HeldBy",
-              token: reply.token,
-              remaining: reply.remaining === undefined ? undefined : Duration.toMillis(reply.remaining)
-            }
-          case "Expired":
-            return { _tag: "Expired" }
-        }
-      })
+      return answer(backend.acquire(request.sessionId, request.name), acquired)
     case "Release":
       return answer(backend.release(request.sessionId, request.name, request.token), isDone)
     case "Withdraw":
@@ -73,6 +85,39 @@ export const attempt = (backend: LeaseBackendService, request: Engine.Request): 
       return answer(backend.leave(request.sessionId, request.group), isDone)
     case "Members":
       return answer(backend.members(request.group), (members) => ({ _tag: "MemberList", members }))
+  }
+}
+
+/** A direct call's answer through `translate`, or `Failed`, to `done`. */
+const answerWith = <A>(translate: (reply: A) => Engine.Response, done: (response: Engine.Response) => void) =>
+(result: Either.Either<A, BackendError>): void => done(Either.isRight(result) ? translate(result.right) : failed(result.left))
+
+/**
+ * Sends `request` without a fiber when the backend offers its direct form (`LeaseBackend.directOf`):
+ * `done` is given the engine's answer once, from the driver's callback. `false`: no direct form for
+ * this request (nothing was sent; `attempt` it).
+ */
+export const attemptDirect = (
+  direct: DirectCalls,
+  context: CallContext,
+  request: Engine.Request,
+  done: (response: Engine.Response) => void
+): boolean => {
+  switch (request._tag) {
+    case "KeepAlive":
+      if (direct.keepAlive === undefined) return false
+      direct.keepAlive(context, request.sessionId, request.ttl, request.known, answerWith(renewed, done))
+      return true
+    case "Acquire":
+      if (direct.acquire === undefined) return false
+      direct.acquire(context, request.sessionId, request.name, answerWith(acquired, done))
+      return true
+    case "Release":
+      if (direct.release === undefined) return false
+      direct.release(context, request.sessionId, request.name, request.token, answerWith(isDone, done))
+      return true
+    default:
+      return false
   }
 }
 

@@ -1,5 +1,7 @@
 /**
- * Backend calls in flight and their timeouts. Each call has a deadline (one renewal period after it
+ * Backend calls in flight and their timeouts. A call runs in a fiber of its own, or, where the
+ * backend offers it (`LeaseBackend.directOf`), is started from the loop with a callback that answers
+ * it: no fiber at all. Each call has a deadline (one renewal period after it
  * was sent), armed in the client's timer heap (`timers.ts`) under `callKey(id)`: the one sleeping
  * fiber that wakes for the engine's timers also answers an overdue call as timed out and interrupts
  * it, so a renewal's deadline and the next renewal's timer, due at the same instant, cost one wake-up.
@@ -20,8 +22,8 @@ interface Pending<Call> {
 }
 
 export interface CallsInFlight<Call, Reply> {
-  /** Delivers the reply of a call that has not timed out. */
-  readonly onReply: (call: Call, reply: Reply) => Effect.Effect<unknown>
+  /** Delivers the reply of a call that has not timed out (queues it for the loop: never waits). */
+  readonly onReply: (call: Call, reply: Reply) => void
   /** Answers a call whose deadline passed (its fiber has been told to stop), at once. */
   readonly onTimeout: (call: Call) => void
   /** The calls not answered yet, by id. */
@@ -45,16 +47,41 @@ export const callKey = (id: number): string => `${prefix}${id}`
 export const isCallKey = (key: string): boolean => key.startsWith(prefix)
 
 export const make = <Call, Reply>(options: {
-  readonly onReply: (call: Call, reply: Reply) => Effect.Effect<unknown>
+  readonly onReply: (call: Call, reply: Reply) => void
   readonly onTimeout: (call: Call) => void
 }): CallsInFlight<Call, Reply> => ({ onReply: options.onReply, onTimeout: options.onTimeout, pending: new Map() })
 
+/** Answers call `id` with `reply` unless it was answered (timed out): its deadline is cancelled. */
+const answer = <Call, Reply>(calls: CallsInFlight<Call, Reply>, timers: Timers.Timers, id: number, call: Call, reply: Reply): void => {
+  if (!calls.pending.delete(id)) return
+  Timers.cancel(timers, callKey(id))
+  calls.onReply(call, reply)
+}
+
 /**
- * Registers the call `id`, due by `deadline`, and starts `attempt` (which must not fail) for it in a
- * fiber of its own, at once (`fork`); arms its deadline in `timers` (as `by`). A call that answers at
- * once (a backend without I/O) is done before this returns and arms nothing. Returns the Effect
- * `Timers.arm` needs when the timers' sleeper must be replaced by an earlier one.
+ * Registers the call `id`, due by `deadline`, and starts it with `send`, which is given the callback
+ * that answers it; arms its deadline in `timers` (as `by`). A call answered at once (a backend
+ * without I/O, a call refused before it was sent) is done before this returns and arms nothing.
+ * Returns the Effect `Timers.arm` needs when the timers' sleeper must be replaced by an earlier one.
  */
+export const startWith = <Call, Reply>(
+  calls: CallsInFlight<Call, Reply>,
+  timers: Timers.Timers,
+  id: number,
+  call: Call,
+  deadline: number,
+  send: (answered: (reply: Reply) => void) => Fiber.RuntimeFiber<unknown> | undefined,
+  by: FiberId.FiberId
+): Effect.Effect<void> | undefined => {
+  const pending: Pending<Call> = { call, fiber: undefined }
+  calls.pending.set(id, pending)
+  const fiber = send((reply) => answer(calls, timers, id, call, reply))
+  if (calls.pending.get(id) !== pending) return undefined
+  pending.fiber = fiber
+  return Timers.arm(timers, callKey(id), id, deadline, by)
+}
+
+/** `startWith` for a call that runs `attempt` (which must not fail) in a fiber of its own (`fork`). */
 export const start = <Call, Reply>(
   calls: CallsInFlight<Call, Reply>,
   timers: Timers.Timers,
@@ -64,20 +91,13 @@ export const start = <Call, Reply>(
   attempt: Effect.Effect<Reply>,
   fork: Fork,
   by: FiberId.FiberId
-): Effect.Effect<void> | undefined => {
-  const pending: Pending<Call> = { call, fiber: undefined }
-  calls.pending.set(id, pending)
-  const fiber = fork(Effect.flatMap(attempt, (reply) => {
-    if (!calls.pending.delete(id)) return Effect.void
-    Timers.cancel(timers, callKey(id))
-    return calls.onReply(call, reply)
-  }))
-  if (calls.pending.get(id) !== pending) return undefined
-  pending.fiber = fiber
-  return Timers.arm(timers, callKey(id), id, deadline, by)
-}
+): Effect.Effect<void> | undefined =>
+  startWith(calls, timers, id, call, deadline, (answered) => fork(Effect.map(attempt, answered)), by)
 
-/** The deadline of call `id` came (its timer fired): answers it as timed out and interrupts it, unless it was answered. */
+/**
+ * The deadline of call `id` came (its timer fired): answers it as timed out and interrupts its fiber
+ * (a direct call has none: its late answer is dropped), unless it was answered.
+ */
 export const timeOut = <Call, Reply>(calls: CallsInFlight<Call, Reply>, id: number, by: FiberId.FiberId): void => {
   const pending = calls.pending.get(id)
   if (pending === undefined) return

@@ -110,9 +110,16 @@ const drain = (shell: Shell, loop: LoopFiber): Effect.Effect<void> => {
 /** The loop, forever. */
 export const run = (shell: Shell): Effect.Effect<never> =>
   Effect.flatMap(
-    Effect.all([Effect.fiberId, FiberRef.get(FiberRef.currentMetricLabels), Effect.clock, Effect.runtime<never>()]),
-    ([id, metricLabels, clock, runtime]) => {
-      const loop: LoopFiber = { id, metricLabels, clock, fork: Runtime.runFork(runtime) }
+    Effect.all([Effect.fiberId, FiberRef.get(FiberRef.currentMetricLabels), Effect.clock, Effect.runtime<never>(), Effect.tracer]),
+    ([id, metricLabels, clock, runtime, tracer]) => {
+      const loop: LoopFiber = {
+        id,
+        metricLabels,
+        clock,
+        fork: Runtime.runFork(runtime),
+        direct: LeaseBackend.directOf(shell.backend, tracer),
+        callContext: { clock, metricLabels }
+      }
       // Not `Effect.forever`, which yields to the scheduler after every event.
       return Effect.whileLoop({
         while: () => true,

@@ -16,7 +16,7 @@ import type * as Option from "effect/Option"
 import type * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
 import type * as Engine from "../Engine.js"
-import type { LeaseBackendService } from "../LeaseBackend.js"
+import type { CallContext, DirectCalls, LeaseBackendService } from "../LeaseBackend.js"
 import type { SimbaEvent } from "../SimbaEvent.js"
 import type * as Term from "../Term.js"
 import type * as CallsInFlight from "./callsInFlight.js"
@@ -40,6 +40,10 @@ export interface LoopFiber {
   readonly clock: Clock.Clock
   /** Starts a fiber at once on the loop fiber's runtime (its fiber refs and services): backend calls. */
   readonly fork: CallsInFlight.Fork
+  /** The backend's calls without a fiber, when it offers them and no tracer is installed (`LeaseBackend.directOf`). */
+  readonly direct: DirectCalls | undefined
+  /** The loop fiber's clock and metric labels, as a direct call measures itself with them. */
+  readonly callContext: CallContext
 }
 
 /** A backend request the engine asked for. */

@@ -24,7 +24,7 @@ const makeCalls = Effect.gen(function*() {
   const recordNow = (call: string, answer: string) => void fork(record(call, answer))
   const by = yield* Effect.fiberId
   const calls = CallsInFlight.make<string, string>({
-    onReply: record,
+    onReply: recordNow,
     onTimeout: (call) => recordNow(call, "timed out")
   })
   // As the client wires them: a call's deadline answered in the sleeping fiber's turn, other keys are the engine's.
@@ -36,9 +36,18 @@ const makeCalls = Effect.gen(function*() {
   const send = (call: string, timeout: number, attempt: Effect.Effect<string>) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Effect.suspend(() => CallsInFlight.start(calls, timers, nextId++, call, now + timeout, attempt, fork, by) ?? Effect.void))
+  /** Sends `call` now without a fiber: `answers` gets the callback that answers it. */
+  const sendDirect = (call: string, timeout: number, answers: Array<(reply: string) => void>) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.suspend(() =>
+        CallsInFlight.startWith(calls, timers, nextId++, call, now + timeout, (answered) => {
+          answers.push(answered)
+          return undefined
+        }, by) ?? Effect.void
+      ))
   /** Arms an engine timer `key` at `at`, as the loop does. */
   const arm = (key: string, at: number) => Effect.suspend(() => Timers.arm(timers, key, 0, at, by) ?? Effect.void)
-  return { calls, timers, send, arm, answers: Ref.get(answers) }
+  return { calls, timers, send, sendDirect, arm, answers: Ref.get(answers) }
 })
 
 describe("calls in flight", () => {
@@ -126,5 +135,42 @@ describe("calls in flight", () => {
       yield* advance("3 seconds")
       expect(yield* answers).toEqual([{ at: 1000, call: "slow", answer: "timed out" }])
       expect(calls.pending.size).toBe(0)
+    }))
+
+  it.scoped("a call without a fiber: answered once by its callback, or at its deadline; a late answer is dropped", () =>
+    Effect.gen(function*() {
+      const { answers, calls, sendDirect, timers } = yield* makeCalls
+      const callbacks: Array<(reply: string) => void> = []
+      yield* sendDirect("quick", 1000, callbacks)
+      yield* sendDirect("hung", 1000, callbacks)
+      yield* advance("300 millis")
+      callbacks[0]!("granted")
+      callbacks[0]!("again")
+      yield* settle
+      yield* advance("700 millis")
+      callbacks[1]!("too late")
+      yield* settle
+      expect(yield* answers).toEqual([
+        { at: 300, call: "quick", answer: "granted" },
+        { at: 1000, call: "hung", answer: "timed out" }
+      ])
+      expect(calls.pending.size).toBe(0)
+      expect(timers.armed.size).toBe(0)
+    }))
+
+  it.scoped("a call without a fiber answered before its start returns arms no deadline", () =>
+    Effect.gen(function*() {
+      const { answers, calls, timers } = yield* makeCalls
+      const by = yield* Effect.fiberId
+      const now = yield* Clock.currentTimeMillis
+      const arming = CallsInFlight.startWith(calls, timers, 99, "at once", now + 1000, (answered) => {
+        answered("done")
+        return undefined
+      }, by)
+      expect(arming).toBeUndefined()
+      yield* settle
+      expect(yield* answers).toEqual([{ at: 0, call: "at once", answer: "done" }])
+      expect(calls.pending.size).toBe(0)
+      expect(timers.armed.size).toBe(0)
     }))
 })

@@ -81,7 +81,8 @@ const start = (
         delayMs,
         markAll: Markers.markAll(mode, k, runner, client, delayMs),
         // One server (routeBySlot): every slot is on it.
-        nodeOf: (slot) => "slots" in client ? client.slots[slot]?.[0] : "server"
+        nodeOf: (slot) => "slots" in client ? client.slots[slot]?.[0] : "server",
+        fork: (effect) => void runFork(effect)
       }),
       inspect: Inspect.make(client, tracker, settings.prefix, k)
     })

@@ -175,6 +175,16 @@ export interface Tracker {
    * `EVALSHA` answered `NOSCRIPT` and the `EVAL` after it each have their own.
    */
   readonly track: <A>(operation: string, send: () => Promise<A>) => Effect.Effect<A, BackendError>
+  /**
+   * The same without an Effect: `settle` is called once with the outcome, from the driver's callback
+   * (or at once when the call cannot be sent). Returns what forgets the call, when the tracker times
+   * it out itself.
+   */
+  readonly trackWith: <A>(
+    operation: string,
+    send: () => Promise<A>,
+    settle: (result: Either.Either<A, BackendError>) => void
+  ) => (() => void) | undefined
 }
 
 /**
@@ -304,6 +314,57 @@ export const tracker = (
       })
       yield* Effect.forkScoped(Effect.whileLoop({ while: () => true, body: () => sweep, step: () => undefined }))
     }
+    const trackWith = <A>(
+      operation: string,
+      send: () => Promise<A>,
+      settled: (result: Either.Either<A, BackendError>) => void
+    ): (() => void) | undefined => {
+      // Never into an offline queue (a client you bring may have one): it would be sent late.
+      if (client.status !== "ready") {
+        settled(Either.left(backendError(operation, `not connected (connection ${client.status})`)))
+        return undefined
+      }
+      let open = true
+      const settle = (result: Either.Either<A, BackendError>) => {
+        if (!open) return
+        open = false
+        inFlight.delete(pending)
+        settled(result)
+      }
+      const pending: Pending = {
+        fail: (reason) => settle(Either.left(backendError(operation, `${reason} while the call was in flight`))),
+        timeOut: () => settle(Either.left(backendError(operation, `no reply within ${commandTimeout} ms`))),
+        deadline: ownTimeout ? 0 : nowMillis() + commandTimeout
+      }
+      inFlight.add(pending)
+      if (wakeSweeper !== undefined) {
+        const wake = wakeSweeper
+        wakeSweeper = undefined
+        wake(Effect.void)
+      }
+      const sentOn = connection
+      let promise: Promise<A>
+      try {
+        promise = send()
+      } catch (cause) {
+        settle(Either.left(backendError(operation, scrub(cause))))
+        return undefined
+      }
+      // The promise settles later, or never (see above); after `settle` its outcome is ignored, but
+      // not its timeout: the connection stopped answering, whoever gave up on the call first.
+      promise.then(
+        (reply) => settle(Either.right(reply)),
+        (cause: unknown) => {
+          if (isCommandTimeout(cause)) resetAfterTimeout(sentOn, operation)
+          settle(Either.left(backendError(operation, scrub(cause))))
+        }
+      )
+      if (ownTimeout) return undefined
+      return () => {
+        open = false
+        inFlight.delete(pending)
+      }
+    }
     // Interrupted (the client's call timeout), a call is forgotten at once when ioredis may never
     // settle it; when ioredis times it out itself, it is forgotten when that happens (within
     // `commandTimeout`), and the wait needs no canceler: a canceler wraps every call in an
@@ -311,53 +372,10 @@ export const tracker = (
     // interrupted wait is ignored by the runtime.
     const track = <A>(operation: string, send: () => Promise<A>): Effect.Effect<A, BackendError> =>
       Effect.async<A, BackendError>((resume) => {
-        // Never into an offline queue (a client you bring may have one): it would be sent late.
-        if (client.status !== "ready") {
-          resume(Effect.fail(backendError(operation, `not connected (connection ${client.status})`)))
-          return
-        }
-        let open = true
-        const settle = (result: Effect.Effect<A, BackendError>) => {
-          if (!open) return
-          open = false
-          inFlight.delete(pending)
-          resume(result)
-        }
-        const pending: Pending = {
-          fail: (reason) => settle(Effect.fail(backendError(operation, `${reason} while the call was in flight`))),
-          timeOut: () => settle(Effect.fail(backendError(operation, `no reply within ${commandTimeout} ms`))),
-          deadline: ownTimeout ? 0 : nowMillis() + commandTimeout
-        }
-        inFlight.add(pending)
-        if (wakeSweeper !== undefined) {
-          const wake = wakeSweeper
-          wakeSweeper = undefined
-          wake(Effect.void)
-        }
-        const sentOn = connection
-        let promise: Promise<A>
-        try {
-          promise = send()
-        } catch (cause) {
-          settle(Effect.fail(backendError(operation, scrub(cause))))
-          return
-        }
-        // The promise settles later, or never (see above); after `settle` its outcome is ignored, but
-        // not its timeout: the connection stopped answering, whoever gave up on the call first.
-        promise.then(
-          (reply) => settle(Effect.succeed(reply)),
-          (cause: unknown) => {
-            if (isCommandTimeout(cause)) resetAfterTimeout(sentOn, operation)
-            settle(Effect.fail(backendError(operation, scrub(cause))))
-          }
-        )
-        if (ownTimeout) return
-        return Effect.sync(() => {
-          open = false
-          inFlight.delete(pending)
-        })
+        const forget = trackWith(operation, send, (result) => resume(result))
+        return forget === undefined ? undefined : Effect.sync(forget)
       })
-    return { track }
+    return { track, trackWith }
   })
 
 /** Runs script calls on a command connection. */
@@ -369,6 +387,8 @@ export interface Runner {
    * as one effect, and decodes the replies; fails if any fails.
    */
   readonly runAll: <A>(operation: string, calls: ReadonlyArray<Call<A>>) => Effect.Effect<ReadonlyArray<A>, BackendError>
+  /** `run` without an Effect: `done` gets the decoded reply or the failure, once. */
+  readonly runWith: <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void) => void
 }
 
 const isNoScript = (error: unknown): boolean => error instanceof Error && error.message.startsWith("NOSCRIPT")
@@ -378,7 +398,7 @@ const isNoScript = (error: unknown): boolean => error instanceof Error && error.
  * script again. Replies are decoded synchronously: the schemas have no effects, and the Effect-based
  * parser costs more than the round trip on a busy client.
  */
-export const runner = (client: Client, { track }: Tracker): Runner => {
+export const runner = (client: Client, { track, trackWith }: Tracker): Runner => {
   const send = ({ args, keys, script }: Call<unknown>): Promise<unknown> =>
     client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) =>
       isNoScript(error) ? client.eval(script.lua, keys.length, ...keys, ...args) : Promise.reject(error)
@@ -404,7 +424,14 @@ export const runner = (client: Client, { track }: Tracker): Runner => {
             return Effect.succeed(replies)
           })
         )
-  return { run, runAll }
+  const runWith = <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void): void => {
+    trackWith(operation, () => send(call), (raw) => {
+      if (Either.isLeft(raw)) return done(Either.left(raw.left))
+      const reply = call.decode(raw.right)
+      done(Either.isRight(reply) ? Either.right(reply.right) : Either.left(backendError(operation, reply.left)))
+    })
+  }
+  return { run, runAll, runWith }
 }
 
 /**

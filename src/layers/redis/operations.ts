@@ -8,13 +8,15 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import {
   AcquireReply,
   type BackendError,
   type GroupView,
   type HeldLease,
   KeepAliveReply,
-  type Store
+  type Store,
+  type StoreDirect
 } from "../../LeaseBackend.js"
 import { backendError, type Runner } from "./connection.js"
 import { newSessionId } from "../../internal/sessionId.js"
@@ -35,6 +37,15 @@ interface Renewed {
   readonly leases: ReadonlyArray<HeldLease> | undefined
   readonly groups: ReadonlyArray<GroupView>
 }
+
+/** A one-node renewal's reply as a renewal (`undefined`: the session expired). */
+const renewedOnNode = (reply: Schema.Schema.Type<typeof Replies.Renewed>): Renewed | undefined =>
+  reply[0] === "expired" ? undefined : {
+    remaining: Duration.millis(reply[1]),
+    version: reply[2],
+    groups: groupViews(reply[3]),
+    leases: reply[4] === undefined ? undefined : heldLeases(reply[4])
+  }
 
 /**
  * Where the scripts of a lease find the session: its session key and the set of its leases (mode
@@ -112,6 +123,8 @@ export interface LeaseRules {
   readonly markAll: Effect.Effect<void, BackendError>
   /** Cluster: the master serving `slot` as the client last learnt it (`undefined`: not known). */
   readonly nodeOf: (slot: number) => string | undefined
+  /** Runs an Effect of a direct call (a warning and `markAll` before its answer) in the backend's scope. */
+  readonly fork: (effect: Effect.Effect<void>) => void
 }
 
 /**
@@ -131,7 +144,7 @@ const noScriptFlags = (error: BackendError): boolean =>
 export const make = (
   mode: Mode,
   k: Keys,
-  { run, runAll }: Runner,
+  { run, runAll, runWith }: Runner,
   watches: Watches,
   rules: LeaseRules
 ): Omit<Store, "backend" | "hints" | "isSessionId"> => {
@@ -163,7 +176,8 @@ export const make = (
     delayMs: rules.delayMs
   })
 
-  const unregistered = Effect.succeed({ registration: "", homeRemaining: "" })
+  const unregisteredArgs = { registration: "", homeRemaining: "" }
+  const unregistered = Effect.succeed(unregisteredArgs)
   /**
    * Cluster: registers the lease's slot in the home (its time left and the registration's number, for
    * the slot's half); `undefined` when the session is gone. One node: nothing to register, the acquire
@@ -207,25 +221,17 @@ export const make = (
    * One node: one script renews the session, lists its groups, and its leases unless the set is still
    * the version `known` (the session key's value, bumped by every script that changes the set).
    */
+  const renewScript = (sessionId: string, ttl: number, known: string | undefined) =>
+    Scripts.renew(
+      { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
+      { sessionId, ttl, known: known ?? "", leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix }
+    )
   const renewOnNode = (
     sessionId: string,
     ttl: number,
     known: string | undefined
   ): Effect.Effect<Renewed | undefined, BackendError> =>
-    run(
-      "keepAlive",
-      Scripts.renew(
-        { ...home(sessionId), homeLeases: k.sessionLeases(sessionId) },
-        { sessionId, ttl, known: known ?? "", leasePrefix: k.leasePrefix, groupPrefix: k.groupPrefix }
-      )
-    ).pipe(Effect.map((reply) =>
-      reply[0] === "expired" ? undefined : {
-        remaining: Duration.millis(reply[1]),
-        version: reply[2],
-        groups: groupViews(reply[3]),
-        leases: reply[4] === undefined ? undefined : heldLeases(reply[4])
-      }
-    ))
+    run("keepAlive", renewScript(sessionId, ttl, known)).pipe(Effect.map(renewedOnNode))
 
   /**
    * Cluster: the plan of a session's renewals, kept while its home's slots and groups, the known
@@ -493,7 +499,63 @@ export const make = (
     return undefined
   }
 
+  /** A renewal as the reply, after telling the session's channel (`Watches`) what it learnt. */
+  const keepAliveReply = (sessionId: string, renewed: Renewed | undefined): KeepAliveReply => {
+    if (renewed === undefined) {
+      watches.ended(sessionId)
+      return KeepAliveReply.Expired()
+    }
+    // A hand-off whose message was lost: the session holds the lease, and no longer waits.
+    if (renewed.leases !== undefined && watches.size() > 0) {
+      for (const lease of renewed.leases) watches.done(sessionId, lease.name)
+    }
+    return KeepAliveReply.Live(renewed)
+  }
+
+  /** What an acquire's reply means for the lease's channel (`Watches`): heard while the session waits. */
+  const watched = (sessionId: string, name: string, answer: AcquireReply, sentAt: number): AcquireReply => {
+    if (answer._tag === "HeldBy") watches.refused(sessionId, name, sentAt)
+    else if (answer._tag === "Granted") watches.done(sessionId, name)
+    else watches.ended(sessionId)
+    return answer
+  }
+
+  const releaseScript = (sessionId: string, name: string, token: bigint) => {
+    const holder = holderOf(sessionId, name)
+    return Scripts.release(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
+  }
+
+  /**
+   * One node: the renewal, acquire and release without a fiber (`LeaseBackend.StoreDirect`), the same
+   * scripts and bookkeeping as their Effects. A cluster's go through the Effects (several calls each).
+   */
+  const direct: StoreDirect | undefined = mode !== "node" ? undefined : {
+    keepAlive: (sessionId, ttl, known, done) =>
+      runWith("keepAlive", renewScript(sessionId, ttl, known), (reply) =>
+        done(Either.isLeft(reply) ? Either.left(reply.left) : Either.right(keepAliveReply(sessionId, renewedOnNode(reply.right))))),
+    acquire: (sessionId, name, done) => {
+      const holder = holderOf(sessionId, name)
+      const sentAt = watches.sent()
+      runWith("acquire", Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...unregisteredArgs }), (result) => {
+        if (Either.isLeft(result)) return done(Either.left(result.left))
+        const reply = result.right
+        const answer = acquireReply(reply)
+        // One node never answers `stale` (nothing to register); a reply that does is not read.
+        if (answer === undefined) return done(Either.left(backendError("acquire", "unexpected stale reply on one node")))
+        const warned = acquireWarnings(name, reply)
+        if (warned === undefined) return done(Either.right(watched(sessionId, name, answer, sentAt)))
+        rules.fork(Effect.match(warned, {
+          onFailure: (error) => done(Either.left(error)),
+          onSuccess: () => done(Either.right(watched(sessionId, name, answer, sentAt)))
+        }))
+      })
+    },
+    release: (sessionId, name, token, done) =>
+      runWith("release", releaseScript(sessionId, name, token), (result) => done(Either.isLeft(result) ? Either.left(result.left) : Either.void))
+  }
+
   return {
+    direct,
     openSession: (ttl) =>
       Effect.gen(function*() {
         const sessionId = newSessionId()
@@ -505,18 +567,10 @@ export const make = (
       }),
 
     keepAlive: (sessionId, ttl, known) =>
-      Effect.gen(function*() {
-        const renewed = mode === "node" ? yield* renewOnNode(sessionId, ttl, known) : yield* renewBySlot(sessionId, ttl, known)
-        if (renewed !== undefined) {
-          // A hand-off whose message was lost: the session holds the lease, and no longer waits.
-          if (renewed.leases !== undefined && watches.size() > 0) {
-            for (const lease of renewed.leases) watches.done(sessionId, lease.name)
-          }
-          return KeepAliveReply.Live(renewed)
-        }
-        watches.ended(sessionId)
-        return KeepAliveReply.Expired()
-      }),
+      Effect.map(
+        mode === "node" ? renewOnNode(sessionId, ttl, known) : renewBySlot(sessionId, ttl, known),
+        (renewed) => keepAliveReply(sessionId, renewed)
+      ),
 
     closeSession: (sessionId) => Effect.suspend(() => {
       watches.ended(sessionId)
@@ -541,13 +595,6 @@ export const make = (
     // more than the rest of the call's JavaScript; see docs/performance.md).
     acquire: (sessionId, name) => {
       const holder = holderOf(sessionId, name)
-      /** What the reply means for the lease's channel (`Watches`): heard while the session waits. */
-      const watched = (answer: AcquireReply, sentAt: number): AcquireReply => {
-        if (answer._tag === "HeldBy") watches.refused(sessionId, name, sentAt)
-        else if (answer._tag === "Granted") watches.done(sessionId, name)
-        else watches.ended(sessionId)
-        return answer
-      }
       // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register again.
       const attempt = (attempts: number): Effect.Effect<AcquireReply, BackendError> =>
         Effect.flatMap(register(sessionId, holder), (registered) => {
@@ -562,7 +609,7 @@ export const make = (
               const answer = acquireReply(reply)
               const warned = acquireWarnings(name, reply)
               const next = answer !== undefined
-                ? Effect.succeed(watched(answer, sentAt))
+                ? Effect.succeed(watched(sessionId, name, answer, sentAt))
                 : attempts < 2
                 ? attempt(attempts + 1)
                 : Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
@@ -573,14 +620,7 @@ export const make = (
       return attempt(0)
     },
 
-    release: (sessionId, name, token) =>
-      Effect.suspend(() => {
-        const holder = holderOf(sessionId, name)
-        return Effect.asVoid(run(
-          "release",
-          Scripts.release(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
-        ))
-      }),
+    release: (sessionId, name, token) => Effect.suspend(() => Effect.asVoid(run("release", releaseScript(sessionId, name, token)))),
 
     withdraw: (sessionId, name) =>
       Effect.suspend(() => {
