@@ -9,6 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Supervisor, TestClock } from "effect"
 import { LeaseBackend, MemoryBackend } from "simba"
 import * as Client from "../../src/internal/client.js"
+import * as Mailbox from "../../src/internal/mailbox.js"
 import * as Shell from "../../src/internal/shell.js"
 import * as Timers from "../../src/internal/timers.js"
 import { advance, config, settle } from "./helpers.js"
@@ -40,6 +41,40 @@ const recordingTimers = Effect.gen(function*() {
 })
 
 describe("timers", () => {
+  it.scoped("a timer armed by the step a delivery woke is picked up by the same sleeper, not a new one", () =>
+    Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      const by = yield* Effect.fiberId
+      const clock = yield* Effect.clock
+      const fired: Array<Fired> = []
+      // As the client: deliveries go to the loop's mailbox, and the loop fiber (woken by the offer)
+      // runs the step, which for "renew" sends a call and arms its deadline one period later.
+      const box = Mailbox.make<Fired>()
+      const timers: Timers.Timers = Timers.make(scope, (key, id) => {
+        Mailbox.offer(box, { key, id, at: clock.unsafeCurrentTimeMillis() })
+      })
+      const step = Effect.suspend(() => {
+        const delivered = Mailbox.poll(box)
+        fired.push(delivered)
+        return delivered.key === "renew"
+          ? Timers.arm(timers, "call:1", 2, delivered.at + 1000, by) ?? Effect.void
+          : Effect.void
+      })
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Mailbox.waitForItem(box), step)))
+      yield* TestClock.adjust(0)
+      yield* Timers.arm(timers, "deadline", 3, 3000, by) ?? Effect.void
+      yield* Timers.arm(timers, "renew", 1, 1000, by) ?? Effect.void
+      const sleeper = timers.sleeper
+      yield* TestClock.adjust(1000)
+      yield* settle
+      expect(timers.sleeper).toBe(sleeper)
+      expect(timers.sleeper?.until).toBe(2000)
+      yield* TestClock.adjust(1000)
+      yield* settle
+      expect(fired.map((f) => [f.key, f.at])).toEqual([["renew", 1000], ["call:1", 2000]])
+      expect(timers.sleeper).toBe(sleeper)
+    }))
+
   it.scoped("many timers armed, disarmed and re-armed fire once each, in deadline order, on one fiber", () =>
     Effect.gen(function*() {
       const { arm, fired, liveFibers, timers } = yield* recordingTimers
