@@ -26,12 +26,12 @@ export interface Armed {
 
 /** The fiber that sleeps until `until`, then delivers what is due. */
 export interface Sleeper {
-  until: number
   /**
-   * Delivering: it has woken and lets the loop run the steps it delivered before it looks for its
-   * next wake-up, so what those steps arm (a renewal's call deadline) needs no new sleeper.
+   * Also while it delivers: it has woken and lets the loop run the steps it delivered before it looks
+   * for its next wake-up, and every timer those steps arm (a renewal's call deadline) is at or after
+   * this instant, so none of them replaces it.
    */
-  awake: boolean
+  until: number
   /** Set once forked (the loop forks it before it handles anything else). */
   fiber: Fiber.RuntimeFiber<void> | undefined
 }
@@ -133,7 +133,6 @@ const sleep = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> =>
       Effect.sleep(Duration.millis(Math.max(0, Math.ceil(sleeper.until - Number(nanos) / 1_000_000)))),
       Effect.flatMap(Clock.currentTimeNanos, (woke) => {
         if (timers.sleeper !== sleeper) return Effect.void
-        sleeper.awake = true
         deliverDue(timers, Math.max(sleeper.until, Number(woke) / 1_000_000))
         return Effect.zipRight(Effect.yieldNow(), Effect.suspend(() => sleepAgain(timers, sleeper)))
       })
@@ -142,7 +141,6 @@ const sleep = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> =>
 /** After a delivery: sleeps until the next entry, if any is armed, while it is still the client's sleeper. */
 const sleepAgain = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> => {
   if (timers.sleeper !== sleeper) return Effect.void
-  sleeper.awake = false
   const next = earliest(timers)
   if (next === undefined) {
     timers.sleeper = undefined
@@ -169,9 +167,9 @@ export const arm = (timers: Timers, key: string, id: number, at: number, by: Fib
   siftUp(timers.heap, timers.heap.length - 1)
   compact(timers)
   const current = timers.sleeper
-  if (current !== undefined && (current.awake || current.until <= at)) return undefined
+  if (current !== undefined && current.until <= at) return undefined
   if (current?.fiber !== undefined) interruptSignalNow(current.fiber, by)
-  const sleeper: Sleeper = { until: at, awake: false, fiber: undefined }
+  const sleeper: Sleeper = { until: at, fiber: undefined }
   timers.sleeper = sleeper
   return Effect.map(Effect.forkIn(sleep(timers, sleeper), timers.scope), (fiber) => {
     sleeper.fiber = fiber
