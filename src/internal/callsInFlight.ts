@@ -81,19 +81,6 @@ export const startWith = <Call, Reply>(
   return Timers.arm(timers, callKey(id), id, deadline, by)
 }
 
-/** `startWith` for a call that runs `attempt` (which must not fail) in a fiber of its own (`fork`). */
-export const start = <Call, Reply>(
-  calls: CallsInFlight<Call, Reply>,
-  timers: Timers.Timers,
-  id: number,
-  call: Call,
-  deadline: number,
-  attempt: Effect.Effect<Reply>,
-  fork: Fork,
-  by: FiberId.FiberId
-): Effect.Effect<void> | undefined =>
-  startWith(calls, timers, id, call, deadline, (answered) => fork(Effect.map(attempt, answered)), by)
-
 /**
  * The deadline of call `id` came (its timer fired): answers it as timed out and interrupts its fiber
  * (a direct call has none: its late answer is dropped), unless it was answered.

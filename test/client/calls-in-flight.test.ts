@@ -35,7 +35,7 @@ const makeCalls = Effect.gen(function*() {
   /** Sends `call` now, due `timeout` millis later, answered by `attempt` unless it times out first. */
   const send = (call: string, timeout: number, attempt: Effect.Effect<string>) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.suspend(() => CallsInFlight.start(calls, timers, nextId++, call, now + timeout, attempt, fork, by) ?? Effect.void))
+      Effect.suspend(() => CallsInFlight.startWith(calls, timers, nextId++, call, now + timeout, (answered) => fork(Effect.map(attempt, answered)), by) ?? Effect.void))
   /** Sends `call` now without a fiber: `answers` gets the callback that answers it. */
   const sendDirect = (call: string, timeout: number, answers: Array<(reply: string) => void>) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
