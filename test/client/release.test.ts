@@ -4,7 +4,7 @@
  * the store takes a second to answer a release (TestClock), so the two are told apart.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Option, TestClock } from "effect"
+import { Clock, Effect, Fiber, Option, TestClock } from "effect"
 import { MemoryBackend } from "simba"
 import { makeClient, settle } from "./helpers.js"
 
@@ -56,5 +56,28 @@ describe("the release of a lock", () => {
       yield* settle
       yield* Fiber.join(scoped)
       expect(yield* b.client.tryWithLock("r", Effect.succeed("b"))).toEqual(Option.some("b"))
+    }))
+
+  it.scoped("the same name taken again while its release travels: the second body waits for the release and gets a higher token", () =>
+    Effect.gen(function*() {
+      const backend = yield* slowReleases
+      const a = yield* makeClient(backend)
+      const first = yield* a.client.withLock("r", (term) => Effect.succeed(term.token))
+      const returnedAt = yield* Clock.currentTimeMillis
+      // The store still holds the first term's lease; an acquire now is answered with its token,
+      // which the client must not adopt (the release in flight will free that very lease).
+      const second = yield* Effect.fork(
+        a.client.withLock("r", (term) => Effect.map(Clock.currentTimeMillis, (at) => ({ token: term.token, at })))
+      )
+      yield* settle
+      expect(second.unsafePoll()).toBeNull()
+      for (let i = 0; i < 30 && second.unsafePoll() === null; i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* settle
+      }
+      const ran = yield* Fiber.join(second)
+      expect(ran.token).toBeGreaterThan(first)
+      // Not before the release landed (the store answers it 1 s after it was sent).
+      expect(ran.at - returnedAt).toBeGreaterThanOrEqual(1000)
     }))
 })
