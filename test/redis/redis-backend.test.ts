@@ -16,7 +16,15 @@ import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
-import { type AcquireReply, BackendError, Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import {
+  type AcquireReply,
+  BackendError,
+  directOf,
+  type Done,
+  Hint,
+  type KeepAliveReply,
+  LeaseBackend
+} from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import * as Scripts from "../../src/layers/redis/scripts.js"
 import {
@@ -182,6 +190,40 @@ for (const mode of modes) {
         expect(sortedLeases(yield* b.keepAlive(other, Duration.seconds(10)))).toEqual([[name, next]])
         yield* b.closeSession(other)
       }))
+
+    it.scopedLive(
+      mode.routeBySlot
+        ? "no direct forms: a renewal and an acquire are several calls here, so the client runs them as Effects"
+        : "the direct forms (no fiber per call) answer as the Effects do: grant, HeldBy, renewal lists, release",
+      () =>
+        Effect.gen(function*() {
+          const b = yield* make()
+          const direct = directOf(b, yield* Effect.tracer)
+          if (mode.routeBySlot) return expect(direct).toBeUndefined()
+          const { acquire, keepAlive, release } = direct!
+          const context = { clock: yield* Effect.clock, metricLabels: [] }
+          const call = <A>(start: (done: Done<A>) => void) =>
+            Effect.async<A, BackendError>((resume) => start((answer) => resume(answer)))
+          const name = uniqueName("direct")
+          const holder = (yield* b.openSession(ttl)).sessionId
+          const other = (yield* b.openSession(ttl)).sessionId
+          const token = granted(yield* call<AcquireReply>((done) => acquire!(context, holder, name, done)))
+          const held = yield* call<AcquireReply>((done) => acquire!(context, other, name, done))
+          expect(held._tag === "HeldBy" && held.token).toBe(token)
+          const renewed = yield* call<KeepAliveReply>((done) => keepAlive!(context, holder, 1500, undefined, done))
+          expect(sortedLeases(renewed)).toEqual([[name, token]])
+          yield* call<void>((done) => release!(context, holder, name, token, done))
+          // The release handed the lease to the queued session, with a higher token.
+          const handedOff = sortedLeases(yield* b.keepAlive(other, ttl))
+          expect(handedOff.map(([leased]) => leased)).toEqual([name])
+          expect(handedOff[0]![1]).toBeGreaterThan(token)
+          // A closed session is Expired on the direct path too.
+          yield* b.closeSession(holder)
+          expect((yield* call<AcquireReply>((done) => acquire!(context, holder, uniqueName("direct"), done)))._tag)
+            .toBe("Expired")
+          yield* b.closeSession(other)
+        })
+    )
 
     it.scopedLive("keepAlive renews the session, lists its leases and groups, never shortens and never revives", () =>
       Effect.gen(function*() {
