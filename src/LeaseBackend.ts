@@ -598,7 +598,7 @@ const instrumentCall = (backend: string) => (operation: Operation) => {
         if (!open) return
         open = false
         exited(Either.isRight(result), context.clock, started, context.metricLabels)
-        done(Either.isRight(result) ? result as Either.Either<A, never> : Either.left(tag(result.left)))
+        done(Either.mapLeft(result, tag))
       }
       try {
         start(answer)

@@ -425,11 +425,8 @@ export const runner = (client: Client, { track, trackWith }: Tracker): Runner =>
           })
         )
   const runWith = <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void): void => {
-    trackWith(operation, () => send(call), (raw) => {
-      if (Either.isLeft(raw)) return done(Either.left(raw.left))
-      const reply = call.decode(raw.right)
-      done(Either.isRight(reply) ? Either.right(reply.right) : Either.left(backendError(operation, reply.left)))
-    })
+    trackWith(operation, () => send(call), (raw) =>
+      done(Either.flatMap(raw, (reply) => Either.mapLeft(call.decode(reply), (error) => backendError(operation, error)))))
   }
   return { run, runAll, runWith }
 }

@@ -179,6 +179,13 @@ export const make = (
     return answer
   }
 
+  const acquireScript = (
+    sessionId: string,
+    name: string,
+    holder: Holder,
+    registered: { readonly registration: Scripts.Arg; readonly homeRemaining: Scripts.Arg }
+  ) => Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
+
   const releaseScript = (sessionId: string, name: string, token: bigint) => {
     const holder = holderOf(sessionId, name)
     return Scripts.release(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
@@ -191,11 +198,11 @@ export const make = (
   const direct: StoreDirect | undefined = mode !== "node" ? undefined : {
     keepAlive: (sessionId, ttl, known, done) =>
       runWith("keepAlive", renewScript(sessionId, ttl, known), (reply) =>
-        done(Either.isLeft(reply) ? Either.left(reply.left) : Either.right(keepAliveReply(sessionId, renewedOnNode(reply.right))))),
+        done(Either.map(reply, (renewed) => keepAliveReply(sessionId, renewedOnNode(renewed))))),
     acquire: (sessionId, name, done) => {
       const holder = holderOf(sessionId, name)
       const sentAt = watches.sent()
-      runWith("acquire", Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...unregisteredArgs }), (result) => {
+      runWith("acquire", acquireScript(sessionId, name, holder, unregisteredArgs), (result) => {
         if (Either.isLeft(result)) return done(Either.left(result.left))
         const reply = result.right
         const answer = acquireReply(reply)
@@ -210,7 +217,7 @@ export const make = (
       })
     },
     release: (sessionId, name, token, done) =>
-      runWith("release", releaseScript(sessionId, name, token), (result) => done(Either.isLeft(result) ? Either.left(result.left) : Either.void))
+      runWith("release", releaseScript(sessionId, name, token), (result) => done(Either.map(result, () => undefined)))
   }
 
   return {
@@ -260,10 +267,7 @@ export const make = (
           if (registered === undefined) return acquiredExpired
           const sentAt = watches.sent()
           return Effect.flatMap(
-            run(
-              "acquire",
-              Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
-            ),
+            run("acquire", acquireScript(sessionId, name, holder, registered)),
             (reply) => {
               const answer = acquireReply(reply)
               const warned = acquireWarnings(name, reply)
