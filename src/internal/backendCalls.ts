@@ -47,7 +47,7 @@ export const perform = (shell: Shell, call: Call, now: number, loop: LoopFiber):
   const deadline = now + Math.ceil(call.timeout)
   const direct = loop.direct
   return CallsInFlight.startWith(shell.calls, shell.timers, call.requestId, call, deadline, (answered) =>
-    direct !== undefined && BackendRequest.attemptDirect(direct, loop.callContext, call.request, answered)
+    direct !== undefined && BackendRequest.attemptDirect(direct, loop, call.request, answered)
       ? undefined
       : loop.fork(Effect.map(BackendRequest.attempt(shell.backend, call.request), answered)), loop.id)
 }

@@ -117,8 +117,7 @@ export const run = (shell: Shell): Effect.Effect<never> =>
         metricLabels,
         clock,
         fork: Runtime.runFork(runtime),
-        direct: LeaseBackend.directOf(shell.backend, tracer),
-        callContext: { clock, metricLabels }
+        direct: LeaseBackend.directOf(shell.backend, tracer)
       }
       // Not `Effect.forever`, which yields to the scheduler after every event.
       return Effect.whileLoop({

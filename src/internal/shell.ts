@@ -30,8 +30,11 @@ import type * as Timers from "./timers.js"
  */
 export type LoopInput = Engine.Event | { readonly _tag: "Task"; readonly run: Effect.Effect<void> }
 
-/** What the loop's synchronous parts need of the loop fiber: its id, metric labels, clock and runtime. */
-export interface LoopFiber {
+/**
+ * What the loop's synchronous parts need of the loop fiber: its id, metric labels, clock and runtime
+ * (its clock and labels are also the `CallContext` of the direct calls it starts).
+ */
+export interface LoopFiber extends CallContext {
   /** Who asks a fiber to stop (as `Fiber.interruptFork` would, without a fiber to do the asking). */
   readonly id: FiberId.FiberId
   /** The labels `Metric.increment` would read in the loop fiber (set once, when the loop was forked). */
@@ -42,8 +45,6 @@ export interface LoopFiber {
   readonly fork: CallsInFlight.Fork
   /** The backend's calls without a fiber, when it offers them and no tracer is installed (`LeaseBackend.directOf`). */
   readonly direct: DirectCalls | undefined
-  /** The loop fiber's clock and metric labels, as a direct call measures itself with them. */
-  readonly callContext: CallContext
 }
 
 /** A backend request the engine asked for. */
