@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
@@ -19,6 +20,10 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Most files wait on servers and timers, not the CPU: two files at a time even on two cores
+    // (vitest's default there is one). Files that crash a server crash a private one of their own
+    // (test/support), so no file disturbs another's server; each uses its own names and prefixes.
+    poolOptions: { forks: { maxForks: Math.max(2, availableParallelism() - 1), minForks: 1 } },
     // Effect's log lines below Warning (the clients' lifecycle Info, Debug) are not printed, so a
     // failure is not buried in them; `TEST_LOGS=all` prints them. Tests that assert on logs capture
     // them with a logger of their own (no console), and other console output is kept.

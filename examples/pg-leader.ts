@@ -31,9 +31,14 @@ const program = Effect.gen(function*() {
   const every = yield* Config.integer("WRITE_EVERY_MS").pipe(Config.withDefault(50))
   const sql = yield* SqlClient.SqlClient
 
-  yield* sql`CREATE TABLE IF NOT EXISTS simba_example_fence (log text PRIMARY KEY, token bigint NOT NULL)`
-  yield* sql`CREATE TABLE IF NOT EXISTS simba_example_log (
-    id bigserial PRIMARY KEY, log text NOT NULL, token bigint NOT NULL, entry text NOT NULL)`
+  // Copies started together on a new database would race on CREATE TABLE IF NOT EXISTS (PostgreSQL
+  // answers one of them with a duplicate key in pg_type): they take turns under a transaction lock.
+  yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`SELECT pg_advisory_xact_lock(hashtext('simba_example_tables'))`
+    yield* sql`CREATE TABLE IF NOT EXISTS simba_example_fence (log text PRIMARY KEY, token bigint NOT NULL)`
+    yield* sql`CREATE TABLE IF NOT EXISTS simba_example_log (
+      id bigserial PRIMARY KEY, log text NOT NULL, token bigint NOT NULL, entry text NOT NULL)`
+  }))
   yield* sql`INSERT INTO simba_example_fence (log, token) VALUES (${log}, 0) ON CONFLICT DO NOTHING`
 
   // One statement: the fence row is locked and raised only if no higher token was written.
