@@ -307,14 +307,57 @@ const renewFloor = async (): Promise<RenewFloorResult> => {
   return { measuringOnlyMs, pingPerIntervalMs }
 }
 
+export interface IdleClientResult {
+  readonly leases: number
+  /** The same process before the client existed (it only measures): median 1 s slice, ms. */
+  readonly measuringOnlyMs: number
+  /** Holding `leases` locks, idle: process CPU per renewal, median 1 s slice, ms. */
+  readonly perRenewalMs: number
+  /** Leases held at the end of the window. */
+  readonly heldAtEnd: number
+}
+
+/**
+ * An idle Simba client measured exactly as `renewFloor` measures its bare client: a process of its
+ * own (fresh heap, nothing left by earlier sections) that first only measures, then opens a client on
+ * the single Redis, takes `leases` locks and holds them, idle, for the window (after 3 s, and after
+ * the memory reducer's collections of the heap the acquires grew: see `cpuPerRenewalMs`). The
+ * comparison the idle-client target is about: the same process, the same slices, one renewal each.
+ */
+const idleClient = (leases: number, prefix: string): Promise<IdleClientResult> =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    yield* Effect.sleep(Duration.seconds(3))
+    const measuringOnlyMs = percentile(yield* cpuSlices(WINDOW_MS / 2000), 50)
+    const backend = yield* RedisBackend.make({ url: redisUrl, keyPrefix: `${prefix}:simba`, lockDelay: 0 })
+    const client = yield* Simba.make(settings).pipe(Effect.provideService(LeaseBackend, backend))
+    yield* Effect.forEach(
+      Array.from({ length: leases }, (_, i) => `idle-${i}`),
+      (name) => client.lock(name),
+      { concurrency: 100, discard: true }
+    )
+    yield* Effect.sleep(Duration.seconds(leases > 100 ? 8 : 3))
+    const perRenewalMs = percentile(yield* cpuSlices(WINDOW_MS / 1000), 50)
+    const snapshot = yield* client.snapshot
+    const heldAtEnd = snapshot.elections.filter((e) => e.status === "LEADER").length
+    return { leases, measuringOnlyMs, perRenewalMs, heldAtEnd }
+  })))
+
 const thisFile = fileURLToPath(import.meta.url)
 
 /** `renewFloor` in a Node process of its own (this file, run with the same flags), with a fresh heap. */
 export const renewFloorAlone = (): Promise<RenewFloorResult> => inOwnProcess(thisFile, ["renew-floor"])
 
-if (process.argv[1] === thisFile && process.argv[2] === "renew-floor") {
-  renewFloor().then((result) => console.log(JSON.stringify(result)), (error: unknown) => {
+/** `idleClient` in a Node process of its own; its keys are under `prefix` (deleted by `run.ts`). */
+export const idleClientAlone = (leases: number, prefix: string): Promise<IdleClientResult> =>
+  inOwnProcess(thisFile, ["idle-client", String(leases), prefix])
+
+const printed = <A>(result: Promise<A>) =>
+  result.then((value) => console.log(JSON.stringify(value)), (error: unknown) => {
     console.error(error)
     process.exit(1)
   })
+
+if (process.argv[1] === thisFile && process.argv[2] === "renew-floor") void printed(renewFloor())
+if (process.argv[1] === thisFile && process.argv[2] === "idle-client") {
+  void printed(idleClient(Number(process.argv[3]), process.argv[4]!))
 }

@@ -239,6 +239,16 @@ const floorLines: ReadonlyArray<FloorLine> = [
     simba: column("renew10k", /^process CPU per renewal, idle elections included, median 1 s slice \(single node, 10,000 locks\)/, "simba")
   },
   {
+    label: "idle client holding 10 locks, a process of its own measured as the floor's: CPU per renewal beside a bare ioredis client's `PING` per interval",
+    floor: column("renew10k", /^floor: process CPU with a bare ioredis client/, "floor"),
+    simba: column("renew10k", /^idle client holding 10 locks, a process of its own/, "simba")
+  },
+  {
+    label: "idle client holding 10,000 locks, the same",
+    floor: column("renew10k", /^floor: process CPU with a bare ioredis client/, "floor"),
+    simba: column("renew10k", /^idle client holding 10,000 locks, a process of its own/, "simba")
+  },
+  {
     label: "an idle client of the same key prefix, in another process: its CPU per lock taken here (floor: idle alone)",
     floor: column("uncontended", /^an idle client of the same prefix/, "floor"),
     simba: column("uncontended", /^an idle client of the same prefix/, "simba")

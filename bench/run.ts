@@ -208,6 +208,22 @@ const main = async () => {
       log(`renew10k floor: measuring only ${f.measuringOnlyMs.toFixed(2)} ms, one PING per interval ${f.pingPerIntervalMs.toFixed(2)} ms (median 1 s slices)`)
       row("renew10k", "floor: process CPU of a process that only measures (one timer per second), median 1 s slice", "ms", { floor: f.measuringOnlyMs })
       row("renew10k", "floor: process CPU with a bare ioredis client sending one PING per renew interval (1 s), median 1 s slice", "ms", { floor: f.pingPerIntervalMs })
+      for (const leases of [10, 10_000]) {
+        log(`renew10k: an idle client holding ${leases} locks, in a process of its own measured as the floor's (~40 s)`)
+        const idle = await R10k.idleClientAlone(leases, prefix)
+        log(
+          `renew10k idle client, ${leases} locks: ${idle.perRenewalMs.toFixed(2)} ms per renewal (measuring only ` +
+            `${idle.measuringOnlyMs.toFixed(2)} ms; bare PING ${f.pingPerIntervalMs.toFixed(2)} ms: ` +
+            `${(idle.perRenewalMs / f.pingPerIntervalMs).toFixed(2)}x), ${idle.heldAtEnd} held at the end`
+        )
+        if (idle.heldAtEnd < leases) notes.push(`renew10k idle client: only ${idle.heldAtEnd} of ${leases} locks held at the end`)
+        row(
+          "renew10k",
+          `idle client holding ${leases.toLocaleString("en-US")} locks, a process of its own: process CPU per renewal, median 1 s slice (floor: bare PING client)`,
+          "ms",
+          { simba: idle.perRenewalMs, floor: f.pingPerIntervalMs }
+        )
+      }
     }
     for (const mode of ["node", "cluster"] as const) {
       for (const shape of ["locks", "partitions"] as const) {

@@ -72,11 +72,11 @@ export const makeWithShell = (
       hooks: new Map(),
       groupHooks: new Map(),
       completions: new Map(),
-      // A call's deadline is answered here, in the sleeping fiber's turn; the engine's timers go to the loop.
+      // A call's deadline is answered here, in the sleeper's turn; the engine's timers go to the loop.
       timers: Timers.make(scope, (key, id) =>
         CallsInFlight.isCallKey(key)
           ? CallsInFlight.timeOut(shell.calls, id, FiberId.none)
-          : offerNow(shell, { _tag: "Timer", key, id })),
+          : offerNow(shell, { _tag: "Timer", key, id }), yield* Effect.clock),
       terms: new Map(),
       deadline: SessionDeadline.make(),
       calls: CallsInFlight.make<Call, Engine.Response>({
@@ -89,6 +89,7 @@ export const makeWithShell = (
     // The calls' fibers are started by the loop outside the scope (`CallsInFlight.Fork`): stopped here,
     // after the loop (finalizers run in reverse order).
     yield* Scope.addFinalizer(scope, CallsInFlight.interruptAll(shell.calls))
+    yield* Scope.addFinalizer(scope, Timers.stop(shell.timers))
     yield* Effect.forkIn(Loop.run(shell), scope)
     yield* Effect.forkIn(Loop.forwardHints(shell), scope)
     offerNow(shell, { _tag: "Boot" })

@@ -7,6 +7,11 @@
  * `Disarm` and re-`Arm` of a key only replace its entry in `armed`: the heap drops a replaced entry
  * when it reaches the top (lazy deletion), or all of them at once when they outnumber the live ones.
  * Only an `Arm` earlier than the fiber's wake-up replaces the fiber (interrupting the old one).
+ *
+ * On Effect's live `Clock` (not `TestClock`, nor a clock of the application's own) the sleeper is a
+ * timeout of the event loop rather than a fiber: the same heap and the same deliveries, but an idle
+ * client's wake-up (a renewal a second) costs one callback, not a fiber's resumption, clock reads and
+ * a turn of the scheduler, and replacing it is `clearTimeout`.
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -34,6 +39,8 @@ export interface Sleeper {
   until: number
   /** Set once forked (the loop forks it before it handles anything else). */
   fiber: Fiber.RuntimeFiber<void> | undefined
+  /** On the live clock: the event loop's timeout instead of a fiber (undefined: never fires). */
+  handle: ReturnType<typeof setTimeout> | undefined
 }
 
 export interface Timers {
@@ -47,14 +54,21 @@ export interface Timers {
   readonly heap: Array<Armed>
   /** The one sleeping fiber, if anything is armed. */
   sleeper: Sleeper | undefined
+  /** Effect's live clock, when the sleeper is a timeout of the event loop (see above). */
+  readonly live: Clock.Clock | undefined
 }
 
-export const make = (scope: Scope.Scope, deliver: (key: string, id: number) => void): Timers => ({
+/** The class of Effect's live clock (`Clock.make()` makes one); `TestClock` and others are not it. */
+const liveClockPrototype: unknown = Object.getPrototypeOf(Clock.make())
+
+/** `clock` (the loop fiber's) decides how the sleeper sleeps; without it, as a fiber. */
+export const make = (scope: Scope.Scope, deliver: (key: string, id: number) => void, clock?: Clock.Clock): Timers => ({
   scope,
   deliver,
   armed: new Map(),
   heap: [],
-  sleeper: undefined
+  sleeper: undefined,
+  live: clock !== undefined && Object.getPrototypeOf(clock) === liveClockPrototype ? clock : undefined
 })
 
 const before = (a: Armed, b: Armed): boolean => a.at < b.at || (a.at === b.at && a.key < b.key)
@@ -150,6 +164,41 @@ const sleepAgain = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> => {
   return sleep(timers, sleeper)
 }
 
+/** Beyond this a timeout fires at once; Effect's live clock then never wakes, and neither does this. */
+const maxTimeoutMillis = 2 ** 31 - 1
+
+/** The live clock's sleeper: a timeout until `sleeper.until` on the monotonic clock the engine reads. */
+const sleepLive = (timers: Timers, clock: Clock.Clock, sleeper: Sleeper): void => {
+  const delay = Math.max(0, Math.ceil(sleeper.until - Number(clock.unsafeCurrentTimeNanos()) / 1_000_000))
+  sleeper.handle = delay > maxTimeoutMillis ? undefined : setTimeout(() => wakeLive(timers, clock, sleeper), delay)
+}
+
+/**
+ * The live sleeper's timeout fired: delivers what is due (as `sleep` does) and sleeps until the next
+ * entry. A timer the delivered steps arm earlier than that (a renewal's call deadline) replaces the
+ * timeout, which costs a `clearTimeout`, so unlike the fiber it need not wait for those steps.
+ */
+const wakeLive = (timers: Timers, clock: Clock.Clock, sleeper: Sleeper): void => {
+  if (timers.sleeper !== sleeper) return
+  sleeper.handle = undefined
+  deliverDue(timers, Math.max(sleeper.until, Number(clock.unsafeCurrentTimeNanos()) / 1_000_000))
+  if (timers.sleeper !== sleeper) return
+  const next = earliest(timers)
+  if (next === undefined) {
+    timers.sleeper = undefined
+    return
+  }
+  sleeper.until = next.at
+  sleepLive(timers, clock, sleeper)
+}
+
+/** Stops the live sleeper's timeout (the client's scope closes); a sleeping fiber ends with the scope. */
+export const stop = (timers: Timers): Effect.Effect<void> =>
+  Effect.sync(() => {
+    if (timers.sleeper?.handle !== undefined) clearTimeout(timers.sleeper.handle)
+    timers.sleeper = undefined
+  })
+
 /** Cancels the timer armed under `key`, if any (the `Disarm` command). */
 export const cancel = (timers: Timers, key: string): void => {
   timers.armed.delete(key)
@@ -168,8 +217,14 @@ export const arm = (timers: Timers, key: string, id: number, at: number, by: Fib
   compact(timers)
   const current = timers.sleeper
   if (current !== undefined && current.until <= at) return undefined
+  const sleeper: Sleeper = { until: at, fiber: undefined, handle: undefined }
+  if (timers.live !== undefined) {
+    if (current?.handle !== undefined) clearTimeout(current.handle)
+    timers.sleeper = sleeper
+    sleepLive(timers, timers.live, sleeper)
+    return undefined
+  }
   if (current?.fiber !== undefined) interruptSignalNow(current.fiber, by)
-  const sleeper: Sleeper = { until: at, fiber: undefined }
   timers.sleeper = sleeper
   return Effect.map(Effect.forkIn(sleep(timers, sleeper), timers.scope), (fiber) => {
     sleeper.fiber = fiber

@@ -1,5 +1,6 @@
 /**
- * The engine's timers run on one sleeping fiber per client (`src/internal/timers.ts`). Before, each
+ * The engine's timers run on one sleeping fiber per client (`src/internal/timers.ts`; on Effect's
+ * live clock a timeout of the event loop instead, the last describe). Before, each
  * `Arm` forked a fiber of its own: a client with N waiting candidates kept N sleeping fibers (~6 KB
  * of heap each). Checked here under TestClock: every armed timer fires once, at its instant, in
  * (instant, key) order; a disarmed or replaced one never fires; and the fibers do not grow with the
@@ -176,4 +177,60 @@ describe("timers", () => {
       const withMany = yield* waiting(195)
       expect(withMany).toBe(withFew)
     }), 60_000)
+})
+
+describe("timers on Effect's live clock", () => {
+  /** Monotonic millis, as the loop's `now` (the instants the engine arms timers at). */
+  const monotonicNow = (clock: Clock.Clock) => Number(clock.unsafeCurrentTimeNanos()) / 1_000_000
+
+  it.scoped("under TestClock the sleeper is a fiber (TestClock drives it)", () =>
+    Effect.gen(function*() {
+      const timers = Timers.make(yield* Effect.scope, () => undefined, yield* Effect.clock)
+      expect(timers.live).toBeUndefined()
+    }))
+
+  it.scopedLive("the sleeper is a timeout, not a fiber: the same deliveries, in order, none early, none after stop", () =>
+    Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      const clock = yield* Effect.clock
+      const supervisor = yield* Supervisor.track
+      const by = yield* Effect.fiberId
+      const fired: Array<Fired> = []
+      const timers = Timers.make(scope, (key, id) => {
+        fired.push({ key, id, at: monotonicNow(clock) })
+      }, clock)
+      expect(timers.live).toBe(clock)
+      const arm = (key: string, id: number, at: number) => {
+        // Never an Effect: replacing the sleeper is a clearTimeout.
+        expect(Timers.arm(timers, key, id, at, by)).toBeUndefined()
+      }
+      const start = monotonicNow(clock)
+      yield* Effect.supervised(Effect.sync(() => {
+        arm("b", 1, start + 60)
+        arm("c", 2, start + 80)
+        arm("a", 3, start + 30) // earlier: replaces the sleeper
+        Timers.cancel(timers, "c")
+        arm("b", 4, start + 45) // re-armed: only this one fires
+      }), supervisor)
+      expect(timers.sleeper?.fiber).toBeUndefined()
+      expect(timers.sleeper?.until).toBe(start + 30)
+      for (let waited = 0; fired.length < 2 && waited < 5000; waited += 10) yield* Effect.sleep("10 millis")
+      yield* Effect.sleep("60 millis")
+      expect(fired.map((f) => [f.key, f.id])).toEqual([["a", 3], ["b", 4]])
+      expect(fired[0]!.at).toBeGreaterThanOrEqual(start + 30)
+      expect(fired[1]!.at).toBeGreaterThanOrEqual(start + 45)
+      expect(timers.sleeper).toBeUndefined()
+      expect(yield* supervisor.value).toHaveLength(0)
+
+      // A delivery that arms an earlier timer than the next entry: the new one fires first.
+      const again = monotonicNow(clock)
+      arm("late", 5, again + 200)
+      arm("soon", 6, again + 20)
+      for (let waited = 0; fired.length < 3 && waited < 5000; waited += 10) yield* Effect.sleep("10 millis")
+      expect(fired.slice(2).map((f) => f.key)).toEqual(["soon"])
+      // Stopped (the client's scope closed): the armed one never fires.
+      yield* Timers.stop(timers)
+      yield* Effect.sleep("300 millis")
+      expect(fired.map((f) => f.key)).toEqual(["a", "b", "soon"])
+    }))
 })
