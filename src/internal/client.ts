@@ -76,7 +76,7 @@ export const makeWithShell = (
       timers: Timers.make(scope, (key, id) =>
         CallsInFlight.isCallKey(key)
           ? CallsInFlight.timeOut(shell.calls, id, FiberId.none)
-          : offerNow(shell, { _tag: "Timer", key, id }), yield* Effect.clock),
+          : offerNow(shell, { _tag: "Timer", key, id }), yield* Timers.liveClock(yield* Effect.clock)),
       terms: new Map(),
       deadline: SessionDeadline.make(),
       calls: CallsInFlight.make<Call, Engine.Response>({

@@ -9,9 +9,10 @@
  * Only an `Arm` earlier than the fiber's wake-up replaces the fiber (interrupting the old one).
  *
  * On Effect's live `Clock` (not `TestClock`, nor a clock of the application's own) the sleeper is a
- * timeout of the event loop rather than a fiber: the same heap and the same deliveries, but an idle
- * client's wake-up (a renewal a second) costs one callback, not a fiber's resumption, clock reads and
- * a turn of the scheduler, and replacing it is `clearTimeout`.
+ * task of that clock's own scheduler (where its `sleep` puts a fiber's wake-up: the event loop's
+ * timeouts) rather than a fiber: the same heap and the same deliveries, but an idle client's wake-up
+ * (a renewal a second) costs one callback, not a fiber's resumption, clock reads and a turn of
+ * Effect's scheduler, and replacing it is a cancel.
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -39,8 +40,14 @@ export interface Sleeper {
   until: number
   /** Set once forked (the loop forks it before it handles anything else). */
   fiber: Fiber.RuntimeFiber<void> | undefined
-  /** On the live clock: the event loop's timeout instead of a fiber (undefined: never fires). */
-  handle: ReturnType<typeof setTimeout> | undefined
+  /** On the live clock: cancels the task its scheduler holds instead of a fiber (undefined: none). */
+  cancel: Clock.CancelToken | undefined
+}
+
+/** Effect's live clock and the scheduler its sleeps use (the event loop's timeouts). */
+export interface LiveClock {
+  readonly clock: Clock.Clock
+  readonly scheduler: Clock.ClockScheduler
 }
 
 export interface Timers {
@@ -54,21 +61,29 @@ export interface Timers {
   readonly heap: Array<Armed>
   /** The one sleeping fiber, if anything is armed. */
   sleeper: Sleeper | undefined
-  /** Effect's live clock, when the sleeper is a timeout of the event loop (see above). */
-  readonly live: Clock.Clock | undefined
+  /** Effect's live clock, when the sleeper is a task of its scheduler (see above). */
+  readonly live: LiveClock | undefined
 }
 
 /** The class of Effect's live clock (`Clock.make()` makes one); `TestClock` and others are not it. */
 const liveClockPrototype: unknown = Object.getPrototypeOf(Clock.make())
 
-/** `clock` (the loop fiber's) decides how the sleeper sleeps; without it, as a fiber. */
-export const make = (scope: Scope.Scope, deliver: (key: string, id: number) => void, clock?: Clock.Clock): Timers => ({
+/** The live clock's class has `scheduler()`, where its `sleep` schedules (not in the `Clock` interface). */
+const isLiveClock = (clock: Clock.Clock): clock is Clock.Clock & { scheduler(): Effect.Effect<Clock.ClockScheduler> } =>
+  Object.getPrototypeOf(clock) === liveClockPrototype && "scheduler" in clock && typeof clock.scheduler === "function"
+
+/** `clock` (the loop fiber's) with its scheduler when it is Effect's live clock; else undefined. */
+export const liveClock = (clock: Clock.Clock): Effect.Effect<LiveClock | undefined> =>
+  isLiveClock(clock) ? Effect.map(clock.scheduler(), (scheduler) => ({ clock, scheduler })) : Effect.succeed(undefined)
+
+/** On the live clock (`liveClock`) the sleeper is a task of its scheduler; without it, a fiber. */
+export const make = (scope: Scope.Scope, deliver: (key: string, id: number) => void, live?: LiveClock): Timers => ({
   scope,
   deliver,
   armed: new Map(),
   heap: [],
   sleeper: undefined,
-  live: clock !== undefined && Object.getPrototypeOf(clock) === liveClockPrototype ? clock : undefined
+  live
 })
 
 const before = (a: Armed, b: Armed): boolean => a.at < b.at || (a.at === b.at && a.key < b.key)
@@ -164,24 +179,21 @@ const sleepAgain = (timers: Timers, sleeper: Sleeper): Effect.Effect<void> => {
   return sleep(timers, sleeper)
 }
 
-/** Beyond this a timeout fires at once; Effect's live clock then never wakes, and neither does this. */
-const maxTimeoutMillis = 2 ** 31 - 1
-
-/** The live clock's sleeper: a timeout until `sleeper.until` on the monotonic clock the engine reads. */
-const sleepLive = (timers: Timers, clock: Clock.Clock, sleeper: Sleeper): void => {
-  const delay = Math.max(0, Math.ceil(sleeper.until - Number(clock.unsafeCurrentTimeNanos()) / 1_000_000))
-  sleeper.handle = delay > maxTimeoutMillis ? undefined : setTimeout(() => wakeLive(timers, clock, sleeper), delay)
+/** The live clock's sleeper: a task of its scheduler at `sleeper.until`, on the monotonic clock the engine reads. */
+const sleepLive = (timers: Timers, live: LiveClock, sleeper: Sleeper): void => {
+  const delay = Math.max(0, Math.ceil(sleeper.until - Number(live.clock.unsafeCurrentTimeNanos()) / 1_000_000))
+  sleeper.cancel = live.scheduler.unsafeSchedule(() => wakeLive(timers, live, sleeper), Duration.millis(delay))
 }
 
 /**
- * The live sleeper's timeout fired: delivers what is due (as `sleep` does) and sleeps until the next
+ * The live sleeper's task ran: delivers what is due (as `sleep` does) and sleeps until the next
  * entry. A timer the delivered steps arm earlier than that (a renewal's call deadline) replaces the
- * timeout, which costs a `clearTimeout`, so unlike the fiber it need not wait for those steps.
+ * task, which costs a cancel, so unlike the fiber it need not wait for those steps.
  */
-const wakeLive = (timers: Timers, clock: Clock.Clock, sleeper: Sleeper): void => {
+const wakeLive = (timers: Timers, live: LiveClock, sleeper: Sleeper): void => {
   if (timers.sleeper !== sleeper) return
-  sleeper.handle = undefined
-  deliverDue(timers, Math.max(sleeper.until, Number(clock.unsafeCurrentTimeNanos()) / 1_000_000))
+  sleeper.cancel = undefined
+  deliverDue(timers, Math.max(sleeper.until, Number(live.clock.unsafeCurrentTimeNanos()) / 1_000_000))
   if (timers.sleeper !== sleeper) return
   const next = earliest(timers)
   if (next === undefined) {
@@ -189,13 +201,13 @@ const wakeLive = (timers: Timers, clock: Clock.Clock, sleeper: Sleeper): void =>
     return
   }
   sleeper.until = next.at
-  sleepLive(timers, clock, sleeper)
+  sleepLive(timers, live, sleeper)
 }
 
-/** Stops the live sleeper's timeout (the client's scope closes); a sleeping fiber ends with the scope. */
+/** Cancels the live sleeper's task (the client's scope closes); a sleeping fiber ends with the scope. */
 export const stop = (timers: Timers): Effect.Effect<void> =>
   Effect.sync(() => {
-    if (timers.sleeper?.handle !== undefined) clearTimeout(timers.sleeper.handle)
+    timers.sleeper?.cancel?.()
     timers.sleeper = undefined
   })
 
@@ -217,9 +229,9 @@ export const arm = (timers: Timers, key: string, id: number, at: number, by: Fib
   compact(timers)
   const current = timers.sleeper
   if (current !== undefined && current.until <= at) return undefined
-  const sleeper: Sleeper = { until: at, fiber: undefined, handle: undefined }
+  const sleeper: Sleeper = { until: at, fiber: undefined, cancel: undefined }
   if (timers.live !== undefined) {
-    if (current?.handle !== undefined) clearTimeout(current.handle)
+    current?.cancel?.()
     timers.sleeper = sleeper
     sleepLive(timers, timers.live, sleeper)
     return undefined

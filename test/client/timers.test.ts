@@ -1,6 +1,6 @@
 /**
  * The engine's timers run on one sleeping fiber per client (`src/internal/timers.ts`; on Effect's
- * live clock a timeout of the event loop instead, the last describe). Before, each
+ * live clock a task of that clock's scheduler instead, the last describe). Before, each
  * `Arm` forked a fiber of its own: a client with N waiting candidates kept N sleeping fibers (~6 KB
  * of heap each). Checked here under TestClock: every armed timer fires once, at its instant, in
  * (instant, key) order; a disarmed or replaced one never fires; and the fibers do not grow with the
@@ -185,23 +185,23 @@ describe("timers on Effect's live clock", () => {
 
   it.scoped("under TestClock the sleeper is a fiber (TestClock drives it)", () =>
     Effect.gen(function*() {
-      const timers = Timers.make(yield* Effect.scope, () => undefined, yield* Effect.clock)
-      expect(timers.live).toBeUndefined()
+      expect(yield* Timers.liveClock(yield* Effect.clock)).toBeUndefined()
     }))
 
-  it.scopedLive("the sleeper is a timeout, not a fiber: the same deliveries, in order, none early, none after stop", () =>
+  it.scopedLive("the sleeper is a task of the clock's scheduler, not a fiber: the same deliveries, in order, none early, none after stop", () =>
     Effect.gen(function*() {
       const scope = yield* Effect.scope
       const clock = yield* Effect.clock
       const supervisor = yield* Supervisor.track
       const by = yield* Effect.fiberId
       const fired: Array<Fired> = []
+      const live = yield* Timers.liveClock(clock)
+      expect(live?.clock).toBe(clock)
       const timers = Timers.make(scope, (key, id) => {
         fired.push({ key, id, at: monotonicNow(clock) })
-      }, clock)
-      expect(timers.live).toBe(clock)
+      }, live)
       const arm = (key: string, id: number, at: number) => {
-        // Never an Effect: replacing the sleeper is a clearTimeout.
+        // Never an Effect: replacing the sleeper is a cancel.
         expect(Timers.arm(timers, key, id, at, by)).toBeUndefined()
       }
       const start = monotonicNow(clock)
