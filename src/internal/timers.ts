@@ -59,7 +59,7 @@ export interface Timers {
   readonly armed: Map<string, Armed>
   /** A binary min-heap on (`at`, key) of live entries and replaced ones not dropped yet. */
   readonly heap: Array<Armed>
-  /** The one sleeping fiber, if anything is armed. */
+  /** The one sleeper (a fiber, or a task of the live clock), if anything is armed. */
   sleeper: Sleeper | undefined
   /** Effect's live clock, when the sleeper is a task of its scheduler (see above). */
   readonly live: LiveClock | undefined
