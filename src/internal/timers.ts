@@ -186,14 +186,18 @@ const sleepLive = (timers: Timers, live: LiveClock, sleeper: Sleeper): void => {
 }
 
 /**
- * The live sleeper's task ran: delivers what is due (as `sleep` does) and sleeps until the next
- * entry. A timer the delivered steps arm earlier than that (a renewal's call deadline) replaces the
- * task, which costs a cancel, so unlike the fiber it need not wait for those steps.
+ * The live sleeper's task ran: delivers what is due and sleeps until the next entry. A timer the
+ * delivered steps arm earlier than that (a renewal's call deadline) replaces the task, which costs a
+ * cancel, so unlike the fiber it need not wait for those steps. Due means by the clock: a task can
+ * run before its instant (the event loop counts timeouts from its cached time, which lags by the
+ * length of the tick that scheduled it), and then delivers nothing and sleeps the rest, so no step
+ * sees a timer before its instant (a session's deadline, checked against the step's `now`, has
+ * passed when its timer is delivered).
  */
 const wakeLive = (timers: Timers, live: LiveClock, sleeper: Sleeper): void => {
   if (timers.sleeper !== sleeper) return
   sleeper.cancel = undefined
-  deliverDue(timers, Math.max(sleeper.until, Number(live.clock.unsafeCurrentTimeNanos()) / 1_000_000))
+  deliverDue(timers, Number(live.clock.unsafeCurrentTimeNanos()) / 1_000_000)
   if (timers.sleeper !== sleeper) return
   const next = earliest(timers)
   if (next === undefined) {
