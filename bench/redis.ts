@@ -32,7 +32,9 @@ import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
 import {
   deleteKeys,
+  holdLocks,
   jain,
+  leadersOf,
   median,
   newRedis,
   now,
@@ -643,15 +645,11 @@ export const renewSimba = async (ctx: Context): Promise<RenewResult> => {
     const holding = await newScope()
     await inScope(
       holding,
-      Effect.forEach(Array.from({ length: LEASES }, (_, i) => `renew-${i}`), (name) => client.lock(name), {
-        concurrency: "unbounded",
-        discard: true
-      })
+      holdLocks(client, "renew", LEASES, "unbounded")
     )
     const from = now() + RENEW_SETTLE_MS
     const probe = await windowProbe(ctx, connection, from, from + RENEW_WINDOW_MS)
-    const snapshot = await Effect.runPromise(client.snapshot)
-    const held = snapshot.elections.filter((e) => e.status === "LEADER").length
+    const held = await Effect.runPromise(leadersOf(client))
     await closeScope(holding)
     return renewResult(probe, simbaRenewInterval(), held)
   } finally {

@@ -38,7 +38,7 @@ import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { Context } from "./redis.js"
-import { inOwnProcess, now, percentile, redisUrl, roundTrips } from "./util.js"
+import { holdLocks, inOwnProcess, leadersOf, now, percentile, redisUrl, roundTrips } from "./util.js"
 
 /** `RENEW10K_LEASES` changes it (e.g. 10, to see what a renewal costs whatever the leases held). */
 export const LEASES = Number(process.env["RENEW10K_LEASES"] ?? 10_000)
@@ -106,9 +106,9 @@ const timedKeepAlive = (
     })
 }) satisfies LeaseBackendService
 
-const backendOptions = (ctx: Context, mode: Renew10kMode, connection: string): RedisBackend.RedisOptions => ({
+const backendOptions = (prefix: string, mode: Renew10kMode, connection: string): RedisBackend.RedisOptions => ({
   ...(mode === "node" ? { url: redisUrl } : { cluster: { nodes: clusterNodes } }),
-  keyPrefix: `${ctx.prefix}:simba`,
+  keyPrefix: `${prefix}:simba`,
   lockDelay: 0, // a new prefix nobody used: no lock-delay (see the README's Redis section)
   connectionName: connection
 })
@@ -146,18 +146,14 @@ export const renew10k = (ctx: Context, mode: Renew10kMode, shape: Renew10kShape)
     // What this process spends idle, before the client exists (timers of earlier sections, the
     // runtime's own threads): median of three 1 s slices.
     const idleSlices = yield* cpuSlices(3)
-    const raw = yield* RedisBackend.make(backendOptions(ctx, mode, connection))
+    const raw = yield* RedisBackend.make(backendOptions(ctx.prefix, mode, connection))
     const backend = timedKeepAlive(raw, samples, () => recording)
     const client = yield* Simba.make(settings).pipe(Effect.provideService(LeaseBackend, backend))
-    const leaders = client.snapshot.pipe(Effect.map((s) => s.elections.filter((e) => e.status === "LEADER").length))
+    const leaders = leadersOf(client)
     const started = now()
     const holding = yield* Scope.make()
     if (shape === "locks") {
-      yield* Effect.forEach(
-        Array.from({ length: LEASES }, (_, i) => `renew10k-${i}`),
-        (name) => client.lock(name),
-        { concurrency: 100, discard: true }
-      ).pipe(Scope.extend(holding))
+      yield* holdLocks(client, "renew10k", LEASES, 100).pipe(Scope.extend(holding))
     } else {
       const group = yield* Effect.forkIn(client.partitionGroup("renew10k", LEASES, () => Effect.never), holding)
       yield* awaitHeld(leaders, 300_000).pipe(Effect.raceFirst(Fiber.join(group)))
@@ -240,7 +236,7 @@ export interface BackendRenewResult {
  */
 export const renew10kBackend = (ctx: Context, mode: Renew10kMode): Promise<BackendRenewResult> =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const backend = yield* RedisBackend.make(backendOptions(ctx, mode, `${ctx.prefix}-simba-renew10k-backend-${mode}`))
+    const backend = yield* RedisBackend.make(backendOptions(ctx.prefix, mode, `${ctx.prefix}-simba-renew10k-backend-${mode}`))
     const ttl = Duration.seconds(60)
     const { sessionId } = yield* backend.openSession(ttl)
     yield* Effect.forEach(
@@ -328,18 +324,12 @@ const idleClient = (leases: number, prefix: string): Promise<IdleClientResult> =
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     yield* Effect.sleep(Duration.seconds(3))
     const measuringOnlyMs = percentile(yield* cpuSlices(WINDOW_MS / 2000), 50)
-    const backend = yield* RedisBackend.make({ url: redisUrl, keyPrefix: `${prefix}:simba`, lockDelay: 0 })
+    const backend = yield* RedisBackend.make(backendOptions(prefix, "node", `${prefix}-simba-idle-${leases}`))
     const client = yield* Simba.make(settings).pipe(Effect.provideService(LeaseBackend, backend))
-    yield* Effect.forEach(
-      Array.from({ length: leases }, (_, i) => `idle-${i}`),
-      (name) => client.lock(name),
-      { concurrency: 100, discard: true }
-    )
+    yield* holdLocks(client, "idle", leases, 100)
     yield* Effect.sleep(Duration.seconds(leases > 100 ? 8 : 3))
     const perRenewalMs = percentile(yield* cpuSlices(WINDOW_MS / 1000), 50)
-    const snapshot = yield* client.snapshot
-    const heldAtEnd = snapshot.elections.filter((e) => e.status === "LEADER").length
-    return { leases, measuringOnlyMs, perRenewalMs, heldAtEnd }
+    return { leases, measuringOnlyMs, perRenewalMs, heldAtEnd: yield* leadersOf(client) }
   })))
 
 const thisFile = fileURLToPath(import.meta.url)

@@ -234,11 +234,6 @@ const floorLines: ReadonlyArray<FloorLine> = [
     simba: column("renew10k", /^process CPU per renewal, idle elections included, median 1 s slice \(single node, 10,000 locks\)/, "simba")
   },
   {
-    label: "renewal, 10,000 locks held: CPU of a bare ioredis client sending one `PING` per interval",
-    floor: column("renew10k", /^floor: process CPU with a bare ioredis client/, "floor"),
-    simba: column("renew10k", /^process CPU per renewal, idle elections included, median 1 s slice \(single node, 10,000 locks\)/, "simba")
-  },
-  {
     label: "idle client holding 10 locks, a process of its own measured as the floor's: CPU per renewal beside a bare ioredis client's `PING` per interval",
     floor: column("renew10k", /^floor: process CPU with a bare ioredis client/, "floor"),
     simba: column("renew10k", /^idle client holding 10 locks, a process of its own/, "simba")

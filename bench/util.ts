@@ -13,10 +13,13 @@
  *   by wrapping `Redis.prototype.sendCommand`, per connection name. This is the number of round trips
  *   (top-level commands, a script counts once), exact, and blind to other clients of the server.
  */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { performance } from "node:perf_hooks"
+import type { SimbaClient } from "../src/Simba.js"
 
 export const redisUrl = process.env["BENCH_REDIS_URL"] ?? "redis://127.0.0.1:6379"
 
@@ -205,3 +208,23 @@ export const deleteKeys = async (redis: Redis, prefixes: ReadonlyArray<string>):
   }
   return deleted
 }
+
+// -------------------------------------------------------------------------------------------------
+// A Simba client holding many leases
+// -------------------------------------------------------------------------------------------------
+
+/** `client` takes `count` locks named `<prefix>-<i>` and holds them until the scope closes. */
+export const holdLocks = (
+  client: SimbaClient,
+  prefix: string,
+  count: number,
+  concurrency: number | "unbounded"
+): Effect.Effect<void, unknown, Scope.Scope> =>
+  Effect.forEach(Array.from({ length: count }, (_, i) => `${prefix}-${i}`), (name) => client.lock(name), {
+    concurrency,
+    discard: true
+  })
+
+/** How many of `client`'s elections lead now (a held lock counts as one). */
+export const leadersOf = (client: SimbaClient): Effect.Effect<number> =>
+  Effect.map(client.snapshot, (s) => s.elections.filter((e) => e.status === "LEADER").length)
