@@ -30,10 +30,10 @@ describe("Redis scripts", () => {
   it("a caller builds KEYS and ARGV in the declared order, the rest last", () => {
     const call = Scripts.renewSlot(
       { shadow: "s", shadowLeases: "sl", groups: ["g1", "g2"] },
-      { sessionId: "id", remaining: 5, leasePrefix: "p", registration: "3", known: "7", groupNames: ["a", "b"] }
+      { sessionId: "id", remaining: 5, margin: 20, pulse: "q", leasePrefix: "p", registration: "3", known: "7", groupNames: ["a", "b"] }
     )
     expect(call.keys).toEqual(["s", "sl", "g1", "g2"])
-    expect(call.args).toEqual(["id", 5, "p", "3", "7", "a", "b"])
+    expect(call.args).toEqual(["id", 5, 20, "q", "p", "3", "7", "a", "b"])
     expect(call.script.lua).toContain("local shadow = KEYS[1]")
     expect(call.script.lua).toContain("for i = 3, #KEYS do groups[#groups + 1] = KEYS[i] end")
   })

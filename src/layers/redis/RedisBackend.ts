@@ -82,6 +82,9 @@ const start = (
         markAll: Markers.markAll(mode, k, runner, client, delayMs),
         // One server (routeBySlot): every slot is on it.
         nodeOf: (slot) => "slots" in client ? client.slots[slot]?.[0] : "server",
+        refreshSlots: "slots" in client
+          ? Effect.async<void>((resume) => client.refreshSlotsCache(() => resume(Effect.void)))
+          : Effect.void,
         fork: (effect) => void runFork(effect)
       }),
       inspect: Inspect.make(client, tracker, settings.prefix, k)

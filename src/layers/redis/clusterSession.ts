@@ -1,9 +1,13 @@
 /**
- * Cluster: a session's renewal and close, which visit every slot it registered (docs/design.md,
- * "Redis Cluster: per-slot shadows"): the home first, then one `renewSlots` call per node for the
- * slots whose lease set the client knows, one `renewSlot` call for each other slot; the renewal's plan
- * is kept per session while nothing it was built from changed.
+ * Cluster: a session's renewal and close (docs/design.md, "Redis Cluster: per-slot shadows and pulses"). A renewal is the
+ * home's call, which also renews the session's pulse on the home's node, then one `renewSlots` call
+ * per other pulse the session uses: each extends its pulse and walks one slice of the shadows relying
+ * on it (all of them when the plan is new or a slice is due), so an unchanged renewal costs one call
+ * per node and a slice of the slots; a slot whose lease set changed, or that a call did not renew,
+ * gets a `renewSlot` call of its own. The renewal's plan is kept per session while nothing it was
+ * built from changed.
  */
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
@@ -32,7 +36,31 @@ interface SlotWork {
   readonly groups: Array<string>
 }
 
-/** Cluster: a session's renewal as built for its home's slots and groups, the known version and the time left. */
+/** One call's share of a pulse's slots: the `tag,known` pairs (one string), their positions in `work`, and the call. */
+interface Slice {
+  readonly slotList: string
+  readonly slotPositions: ReadonlyArray<number>
+  readonly call: Scripts.Call<Schema.Schema.Type<typeof Replies.SlotsRenewed>>
+}
+
+/** Cluster: one pulse of the session, and the slots and groups its calls renew. */
+interface PulseWork {
+  readonly tag: string
+  /** The positions in `work` its calls renew (its slots' shadows at a known version, and its node's groups). */
+  readonly positions: ReadonlyArray<number>
+  /** The names of the groups on its node, comma-separated: renewed by every call. */
+  readonly groupNames: string
+  /** Walked one per renewal in turn; together they are `full`. */
+  readonly slices: ReadonlyArray<Slice>
+  readonly full: Slice
+  /**
+   * When each slice was last walked (client ms at the start of a renewal that succeeded): a slice not
+   * walked for half the margin is walked with the rest at once (see `dueAfter`).
+   */
+  readonly walkedAt: Array<number>
+}
+
+/** Cluster: a session's renewal as built for its home's slots and groups, its pulses, the known version and the time left. */
 interface RenewPlan {
   /** The home's registration number the plan was built for, and its slot list then (`tag, seq, ...`). */
   readonly seq: string
@@ -41,59 +69,68 @@ interface RenewPlan {
   readonly groups: string
   readonly known: string | undefined
   readonly remaining: number
+  readonly ttl: number
+  /** How many pulses the session used when the plan was built (the set only grows). */
+  readonly pulsesUsed: number
   readonly work: ReadonlyArray<SlotWork>
   readonly knownBySlot: ReadonlyMap<string, string>
+  /** The count of each pulse as `known` names it. */
+  readonly knownCounts: ReadonlyMap<string, string>
   /** How many slots of `work` hold leases. */
   readonly registered: number
-  /** The node of the session's home. */
-  readonly homeNode: string | undefined
-  /** Whether it was built for calls per node (see `nodeCalls`). */
-  readonly nodeCalls: boolean
-  /** One `renewSlots` call per node (the home's node's goes with the home, `renewHomeSlots`). */
-  readonly batches: ReadonlyArray<NodeBatch>
+  /** The pulse of the home's node (in the home's slot) and the others. */
+  readonly home: PulseWork
+  readonly pulses: ReadonlyArray<PulseWork>
   /** The positions renewed one call each (unknown versions, unknown nodes). */
   readonly others: ReadonlyArray<number>
-}
-
-/** Cluster: the unchanged slots of one node and the groups there, renewed in one call. */
-interface NodeBatch {
-  readonly node: string
-  /** Every position in `work` the call renews. */
-  readonly positions: ReadonlyArray<number>
-  /** The `tag, known` pairs of its slots holding leases, and their positions in `work`, in that order. */
-  readonly slots: ReadonlyArray<string>
-  readonly slotPositions: ReadonlyArray<number>
-  /** The names of the groups in its slots, comma-separated. */
-  readonly groupNames: string
-  readonly call: Scripts.Call<Schema.Schema.Type<typeof Replies.SlotsRenewed>>
+  /** Renewals done with this plan (which slice is next). */
+  rounds: number
 }
 
 /**
- * Cluster: the version of a session's lease set is the versions of its sets in every slot holding its
- * leases (`tag=version`, sorted, joined by `,`; see `renewSlot`), so it changes exactly when one of
- * them does, and a renewal hands each slot the version the client knows there.
+ * Cluster: the version of a session's lease set: the versions of its sets in every slot holding its
+ * leases (`tag=version`, sorted, joined by `,`; see `renewSlot`), then `|` and the counts of its
+ * pulses (`tag=count`, sorted), so it changes when any of them does; a renewal hands each slot the
+ * version the client knows there and compares each pulse's count with the known one.
  */
-const slotVersions = (known: string | undefined): Map<string, string> => {
-  const versions = new Map<string, string>()
-  for (const entry of known === undefined ? [] : known.split(",")) {
+const splitVersion = (known: string | undefined): [Map<string, string>, Map<string, string>] => {
+  const at = known === undefined ? -1 : known.indexOf("|")
+  return at < 0 ? [pairs(known), new Map()] : [pairs(known!.slice(0, at)), pairs(known!.slice(at + 1))]
+}
+const pairs = (text: string | undefined): Map<string, string> => {
+  const entries = new Map<string, string>()
+  for (const entry of text === undefined || text === "" ? [] : text.split(",")) {
     const at = entry.indexOf("=")
-    if (at > 0) versions.set(entry.slice(0, at), entry.slice(at + 1))
+    if (at > 0) entries.set(entry.slice(0, at), entry.slice(at + 1))
   }
-  return versions
+  return entries
 }
+/** A pulse count (`b:n`) with no change counted since the pulse was made (`b:0`). */
+const noChanges = (count: string): string => count.slice(0, count.indexOf(":") + 1) + "0"
+const joinPairs = (entries: Iterable<readonly [string, string]>): string =>
+  [...entries].map(([tag, value]) => `${tag}=${value}`).sort().join(",")
 
 /**
- * Whether a failed `renewSlots` call only means that its slots must be renewed one by one: the node
- * refused it (resharding moved its routing slot: `MOVED`, `ASK`, `TRYAGAIN`; a server before Redis
- * 7, which has no script flags), as opposed to a connection that failed, which the slot calls would
- * only wait for again.
+ * The margin by which a shadow outlives the home's time left (`ttl` x 4): where a shadow's pulse
+ * cannot be read (its slot moved to another node), the shadow alone says the session lives, so it
+ * must outlast every deadline the client derives before its next walk; the price is that such a
+ * slot (only there) is taken over up to the margin later after a crash, never earlier.
  */
-const refusedByNode = (error: BackendError): boolean =>
-  error.cause instanceof Error && error.cause.name === "ReplyError"
+export const marginOf = (ttl: number): number => ttl * 8
 
-/** Whether a refusal says that the server cannot run a script with flags at all (before Redis 7). */
-const noScriptFlags = (error: BackendError): boolean =>
-  error.cause instanceof Error && /compiling script|shebang/i.test(error.cause.message)
+/**
+ * A slice not walked for this long (half the margin) is walked at once: a shadow walked at `t` lives
+ * until at least `t` + the home's time left + the margin, and a renewal at `t'` derives a deadline of
+ * at most `t'` + that time, so the shadow outlives it while `t' - t` stays under the margin.
+ */
+const dueAfter = (ttl: number): number => marginOf(ttl) / 2
+
+/**
+ * How many slices a pulse's slots are walked in: as many renewals as fit in `dueAfter` at the
+ * spacing the session's renewals have (one less, for slack), at most 16.
+ */
+const sliceCount = (ttl: number, spacing: number): number =>
+  Math.max(1, Math.min(32, Math.floor(dueAfter(ttl) / Math.max(spacing, 1)) - 1))
 
 /** What the cluster's renewal needs of the backend's rules (see `Operations.LeaseRules`). */
 export interface SlotRules {
@@ -102,7 +139,7 @@ export interface SlotRules {
   readonly nodeOf: (slot: number) => string | undefined
 }
 
-/** A cluster's session renewal (`renew`) and close (`close`) on the connection of `runner`. */
+/** A cluster's session renewal (`renew`), close (`close`) and pulses (`pulseFor`) on the connection of `runner`. */
 export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
   const home = (sessionId: string) => ({ home: k.session(sessionId), homeGroups: k.sessionGroups(sessionId) })
 
@@ -130,27 +167,58 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
   })
 
   /**
-   * Cluster: the plan of a session's renewals, kept while its home's slots and groups, the known
-   * version and the time left stay the same (the steady state), so an unchanged renewal neither reads
-   * the home's slot list nor rebuilds its calls.
+   * The slot each node's pulses live in (every session's pulse on that node): the first slot the node
+   * served when asked, kept while it still serves it. A cache of the slot table, nothing more.
+   */
+  const pulseSlots = new Map<string, number>()
+  const pulseSlotOf = (node: string): number => {
+    const kept = pulseSlots.get(node)
+    if (kept !== undefined && rules.nodeOf(kept) === node) return kept
+    let slot = 0
+    while (slot < 16383 && rules.nodeOf(slot) !== node) slot++
+    pulseSlots.set(node, slot)
+    return slot
+  }
+  /** The tag of the session's pulse for `slot`'s node: the home's own (sessionId) on the home's node. */
+  const pulseTag = (sessionId: string, slot: number): string | undefined => {
+    const node = rules.nodeOf(slot)
+    if (node === undefined) return undefined
+    if (node === rules.nodeOf(keySlot(k.session(sessionId)))) return sessionId
+    return slotTag(pulseSlotOf(node))
+  }
+  /**
+   * The pulses each session has used: every one a shadow may name, so every renewal renews them all
+   * (a pulse no renewal extends would let the slots relying on it see the session dead before its
+   * deadline). A pulse is added before the call that names it is sent; the set only grows while the
+   * session lives (a new pulse comes only with a change of the slot table).
+   */
+  const pulsesInUse = new Map<string, Set<string>>()
+  const usePulse = (sessionId: string, tag: string): string => {
+    let used = pulsesInUse.get(sessionId)
+    if (used === undefined) pulsesInUse.set(sessionId, used = new Set())
+    used.add(tag)
+    return k.pulse(tag, sessionId)
+  }
+  /**
+   * The pulse key an acquire (or a renewal's `renewSlot`) in `slot` names, now in use; `slot`'s own tag
+   * while the client does not know its node (a pulse in the slot itself is always readable there).
+   */
+  const pulseFor = (sessionId: string, slot: number): string =>
+    usePulse(sessionId, pulseTag(sessionId, slot) ?? slotTag(slot))
+
+  /** When each session's last renewal started (client ms): their spacing sets the number of slices. */
+  const lastRenewal = new Map<string, number>()
+  /**
+   * Cluster: the plan of a session's renewals, kept while its home's slots and groups, its pulses, the
+   * known version and the time left stay the same (the steady state), so an unchanged renewal neither
+   * reads the home's slot list nor rebuilds its calls.
    */
   const plans = new Map<string, RenewPlan>()
-  /**
-   * Cluster: whether the servers run scripts with flags. Set once a server refused one (before
-   * Redis 7): from then on the home is renewed alone and every slot with a call of its own, so a
-   * renewal does not pay a refused call per node each time.
-   */
-  let nodeCalls = true
-  const refused = (error: BackendError): Effect.Effect<void> =>
-    !nodeCalls || !noScriptFlags(error) ? Effect.void : Effect.zipRight(
-      Effect.sync(() => {
-        nodeCalls = false
-      }),
-      Effect.logWarning(
-        `simba redis: the server refused a renewal script with flags (${error.message}); ` +
-          `renewals now send one call per slot holding a lease (Redis 7 runs one call per node)`
-      ).pipe(Effect.annotateLogs({ backend: "redis" }))
-    )
+  const forget = (sessionId: string) => {
+    plans.delete(sessionId)
+    pulsesInUse.delete(sessionId)
+    lastRenewal.delete(sessionId)
+  }
 
   const planFor = (
     sessionId: string,
@@ -158,65 +226,99 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
     registrations: ReadonlyArray<string>,
     groups: ReadonlyArray<string>,
     known: string | undefined,
-    remaining: number
+    remaining: number,
+    ttl: number,
+    spacing: number
   ): RenewPlan => {
     const work = slotWork(registrations, groups)
-    const knownBySlot = slotVersions(known)
-    // By the node serving them: the slots whose lease set the client knows (or that hold no lease),
-    // with the groups in them.
-    const byNode = new Map<string, Array<number>>()
+    const [knownBySlot, knownCounts] = splitVersion(known)
+    const used = pulsesInUse.get(sessionId) ?? new Set<string>()
+    // By the pulse the client renews for their node: the slots whose lease set the client knows (or
+    // that hold no lease), with the groups in them; the rest go one call each.
+    const byPulse = new Map<string, Array<number>>([[sessionId, []]])
+    for (const tag of used) byPulse.set(tag, [])
     work.forEach((w, i) => {
-      const node = nodeCalls ? rules.nodeOf(w.slot) : undefined
-      if ((w.registration !== "" && !knownBySlot.get(w.tag)) || node === undefined) return
-      const positions = byNode.get(node)
-      if (positions === undefined) byNode.set(node, [i])
-      else positions.push(i)
+      const tag = pulseTag(sessionId, w.slot)
+      if ((w.registration !== "" && !knownBySlot.get(w.tag)) || tag === undefined || !used.has(tag) && tag !== sessionId) return
+      byPulse.get(tag)!.push(i)
     })
-    const batched = new Set([...byNode.values()].flat())
+    const margin = marginOf(ttl)
+    const count = sliceCount(ttl, spacing)
+    const pulseWork = (tag: string, positions: ReadonlyArray<number>): PulseWork => {
+      const slotPositions = positions.filter((i) => work[i]!.registration !== "")
+      const groupNames = positions.flatMap((i) => work[i]!.groups).join(",")
+      const slice = (at: ReadonlyArray<number>): Slice => {
+        const slots = at.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+        return {
+          slotList: slots.join(","),
+          slotPositions: at,
+          call: Scripts.renewSlots({ pulse: k.pulse(tag, sessionId) }, {
+            sessionId,
+            remaining,
+            margin,
+            shadowBase: k.shadowBase,
+            groupPrefix: k.groupPrefix,
+            groupNames,
+            slotList: slots.join(",")
+          })
+        }
+      }
+      const n = Math.min(count, Math.max(slotPositions.length, 1))
+      return {
+        tag,
+        positions,
+        groupNames,
+        slices: Array.from({ length: n }, (_, j) => slice(slotPositions.filter((_, m) => m % n === j))),
+        full: slice(slotPositions),
+        walkedAt: Array.from({ length: n }, () => -Infinity)
+      }
+    }
+    const pulses = [...byPulse].map(([tag, positions]) => pulseWork(tag, positions))
+    const batched = new Set(pulses.flatMap((p) => p.positions))
     return {
       seq,
       registrations,
       groups: groups.join("\n"),
       known,
       remaining,
+      ttl,
+      pulsesUsed: used.size,
       work,
       knownBySlot,
+      knownCounts,
       registered: work.filter((w) => w.registration !== "").length,
-      homeNode: rules.nodeOf(keySlot(k.session(sessionId))),
-      nodeCalls,
-      batches: [...byNode].map(([node, positions]) => {
-        const slotPositions = positions.filter((i) => work[i]!.registration !== "")
-        const slots = slotPositions.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
-        const groupNames = positions.flatMap((i) => work[i]!.groups).join(",")
-        return {
-          node,
-          positions,
-          slots,
-          slotPositions,
-          groupNames,
-          call: Scripts.renewSlots({ route: k.shadow(work[positions[0]!]!.tag, sessionId) }, {
-            sessionId,
-            remaining,
-            shadowBase: k.shadowBase,
-            groupPrefix: k.groupPrefix,
-            groupNames,
-            slots
-          })
-        }
-      }),
-      others: work.flatMap((_, i) => batched.has(i) ? [] : [i])
+      home: pulses[0]!,
+      pulses: pulses.slice(1),
+      others: work.flatMap((_, i) => batched.has(i) ? [] : [i]),
+      rounds: 0
     }
   }
 
   /**
-   * Cluster: the home first, with its node's slots and groups (its slot list only when it changed),
-   * then the other slots it registered and its groups: the unchanged slots and the groups one
-   * `renewSlots` call per node, the rest (and those a node did not renew: moved, changed, or the call
-   * refused) one `renewSlot` call each, all extended to the home's time left and
-   * listing their leases unless their set is still the version `known` names there; when the whole set
-   * is still `known`, no lease is listed. When it is not, the slots that answered "unchanged" are asked
-   * once more for their lists (the SPI answers the whole set). Then the home forgets the slots a
-   * renewal closed (rarely).
+   * What a pulse's call walks this renewal: the next slice in turn, or all of its slots when the plan
+   * is new (`fresh`) or another slice is due; and which slices that walks.
+   */
+  const pick = (
+    pulse: PulseWork,
+    rounds: number,
+    fresh: boolean,
+    now: number,
+    due: number
+  ): { readonly slice: Slice; readonly walks: ReadonlyArray<number> } => {
+    const at = rounds % pulse.slices.length
+    const late = fresh || pulse.walkedAt.some((t, j) => j !== at && now - t > due)
+    return late ? { slice: pulse.full, walks: pulse.walkedAt.map((_, j) => j) } : { slice: pulse.slices[at]!, walks: [at] }
+  }
+
+  /**
+   * Cluster: the home first, with its pulse and the next slice of the slots relying on it (its slot
+   * list only when it changed), then one `renewSlots` call per other pulse with its slice, the groups
+   * on its node included; the slots a call did not renew (moved, changed) and those the plan could not
+   * place get one `renewSlot` call each; all are extended to the home's time left (shadows by the
+   * margin more), listing their leases unless their set is still the version `known` names there.
+   * When every pulse's count and every slot asked is still as `known` names them, no lease is listed;
+   * otherwise every slot is asked for its list (the SPI answers the whole set). Then the home forgets
+   * the slots a renewal closed (rarely).
    */
   const renewBySlot = (
     sessionId: string,
@@ -224,50 +326,69 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
     known: string | undefined
   ): Effect.Effect<Renewed | undefined, BackendError> =>
     Effect.gen(function*() {
+      const startedAt = yield* Clock.currentTimeMillis
       const homeSlots = k.sessionSlots(sessionId)
       const cached = plans.get(sessionId)
-      // The call to the home's node also renews that node's unchanged slots (as the plan knew them).
-      const homeBatch = cached?.batches.find((batch) => batch.node === cached.homeNode)
-      const homeKeys = { ...home(sessionId), homeSlots }
-      const knownSeq = cached?.seq ?? ""
-      // The home alone (the node refused the call, or cannot run flags): its node's slots one by one below.
-      const homeAlone = Effect.map(
-        run("keepAlive", Scripts.renewHome(homeKeys, { ttl, knownSeq })),
-        (reply) => reply[0] === "expired" ? reply : [...reply, undefined, []] as const
-      )
-      const renewed = yield* !nodeCalls ? homeAlone : run(
-        "keepAlive",
-        Scripts.renewHomeSlots(homeKeys, {
-          ttl,
-          knownSeq,
-          sessionId,
-          shadowBase: k.shadowBase,
-          groupPrefix: k.groupPrefix,
-          groupNames: homeBatch?.groupNames ?? "",
-          slots: homeBatch?.slots ?? []
+      const due = dueAfter(ttl)
+      const missedAt = (slice: Slice, missed: ReadonlyArray<number>) => missed.map((j) => slice.slotPositions[j - 1]!)
+      const counts = new Map<string, string>()
+      const batchViews: Array<Schema.Schema.Type<typeof Replies.GroupList>> = []
+      /** A pulse's call: its count and its groups' views noted, the positions it did not renew answered. */
+      const walk = ({ pulse, slice }: { readonly pulse: PulseWork; readonly slice: Slice }) =>
+        Effect.map(run("keepAlive", slice.call), ([count, missed, views]) => {
+          counts.set(pulse.tag, count)
+          batchViews.push(views)
+          return missedAt(slice, missed)
         })
-      ).pipe(Effect.catchIf(refusedByNode, (error) => Effect.zipRight(refused(error), homeAlone)))
+      // With a plan, every call goes at once: the home's (with its pulse and slice) and each other
+      // pulse's, for the time left the plan was built with. A pulse extended for a session whose home
+      // turns out gone only delays a takeover (by that time at most), never allows an early one.
+      const homePick = cached === undefined ? undefined : pick(cached.home, cached.rounds, false, startedAt, due)
+      const early = cached === undefined ? [] : cached.pulses.map((pulse) => ({
+        pulse,
+        ...pick(pulse, cached.rounds, false, startedAt, due)
+      }))
+      const [renewed, missedEarly] = yield* Effect.all([
+        run(
+          "keepAlive",
+          Scripts.renewHomeSlots({ ...home(sessionId), homeSlots, homePulse: k.pulse(sessionId, sessionId) }, {
+            ttl,
+            knownSeq: cached?.seq ?? "",
+            sessionId,
+            margin: marginOf(ttl),
+            shadowBase: k.shadowBase,
+            groupPrefix: k.groupPrefix,
+            groupNames: cached?.home.groupNames ?? "",
+            slotList: homePick?.slice.slotList ?? ""
+          })
+        ),
+        Effect.forEach(early, walk, { concurrency: "unbounded" })
+      ], { concurrency: "unbounded" })
       if (renewed[0] === "expired") {
-        plans.delete(sessionId)
+        forget(sessionId)
         return undefined
       }
-      const [, remaining, seq, listed, groups, missedAtHome, viewsAtHome] = renewed
+      // The calls that went early extended their pulses for the time the plan was built with: a plan
+      // is kept only while the home answers the same time left (see `planFor`).
+      const [, remaining, seq, listed, groups, missedAtHome, viewsAtHome, homeCount] = renewed
       const registrations = listed === 0 && cached !== undefined ? cached.registrations : listed === 0 ? [] : listed
+      const previous = lastRenewal.get(sessionId)
+      lastRenewal.set(sessionId, startedAt)
       const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
-          cached.known === known && cached.remaining === remaining && cached.nodeCalls === nodeCalls
+          cached.known === known && cached.remaining === remaining && cached.ttl === ttl &&
+          cached.pulsesUsed === (pulsesInUse.get(sessionId)?.size ?? 0)
         ? cached
-        : planFor(sessionId, seq, registrations, groups, known, remaining)
+        : planFor(sessionId, seq, registrations, groups, known, remaining, ttl, previous === undefined ? ttl / 3 : startedAt - previous)
       plans.set(sessionId, plan)
-      // With the plan unchanged, the home's node renewed its batch already, but for what it answered
-      // back (all of it when the server refused the call).
-      const doneAtHome = plan === cached ? homeBatch : undefined
-      const leftAtHome = doneAtHome === undefined
-        ? []
-        : missedAtHome === undefined
-        ? doneAtHome.positions
-        : missedAtHome.map((j) => doneAtHome.slotPositions[j - 1]!)
-      const batchViews: Array<Schema.Schema.Type<typeof Replies.GroupList>> = [viewsAtHome]
+      const fresh = plan !== cached
       const { knownBySlot, work } = plan
+      // A new plan walks every pulse's slots in full (what went early was for the plan before).
+      const picks = fresh
+        ? [plan.home, ...plan.pulses].map((pulse) => ({ pulse, ...pick(pulse, plan.rounds, true, startedAt, due) }))
+        : []
+      if (fresh) counts.clear()
+      else counts.set(sessionId, homeCount)
+      batchViews.push(viewsAtHome)
       const answers = new Map<number, Schema.Schema.Type<typeof Replies.SlotRenewed>>()
       const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) =>
         Effect.map(
@@ -278,6 +399,8 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
               return Scripts.renewSlot(slotKeys(sessionId, w), {
                 sessionId,
                 remaining,
+                margin: marginOf(ttl),
+                pulse: w.registration === "" ? "" : pulseFor(sessionId, w.slot),
                 leasePrefix: k.leasePrefix,
                 registration: w.registration,
                 known: knownIn(w.tag),
@@ -288,25 +411,25 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
           (replies) => positions.forEach((at, j) => answers.set(at, replies[j]!))
         )
       const knownIn = (tag: string) => knownBySlot.get(tag) ?? ""
-      const batches = Effect.forEach(plan.batches.filter((batch) => batch !== doneAtHome), ({ call, positions, slotPositions }) =>
-        run("keepAlive", call).pipe(
-          Effect.map(([missed, views]) => {
-            batchViews.push(views)
-            return missed.map((j) => slotPositions[j - 1]!)
-          }),
-          Effect.catchIf(refusedByNode, (error) => Effect.as(refused(error), positions))
-        ), { concurrency: "unbounded" })
-      // The slots a node did not renew in its call go one by one after it; the others at once.
+      const leftEarly = fresh || homePick === undefined ? [] : [...missedAt(homePick.slice, missedAtHome), ...missedEarly.flat()]
+      const batches = Effect.forEach(picks, walk, { concurrency: "unbounded" })
+      // The slots a call did not renew go one by one after it; the others at once.
       yield* Effect.all([
         Effect.flatMap(batches, (missed) => renewSlots(missed.flat(), knownIn)),
-        renewSlots([...plan.others, ...leftAtHome], knownIn)
+        renewSlots([...plan.others, ...leftEarly], knownIn)
       ], { concurrency: "unbounded", discard: true })
-      // What a slot answered, or "unchanged at the known version" for one its node renewed in its call.
+      // Every call succeeded: the slices walked are fresh from this renewal's start.
+      plan.rounds++
+      const walked = fresh ? picks : [...(homePick === undefined ? [] : [{ pulse: plan.home, ...homePick }]), ...early]
+      for (const { pulse, walks } of walked) for (const j of walks) pulse.walkedAt[j] = startedAt
+      // What a slot answered, or "unchanged at the known version" for one a pulse's call renewed.
       const replyAt = (i: number): Schema.Schema.Type<typeof Replies.SlotRenewed> =>
         answers.get(i) ?? (work[i]!.registration === "" ? [[], [], "", ""] : [0, [], "", knownIn(work[i]!.tag)])
-      // Unchanged: the slots that still hold leases (registered, not closed by this renewal) are the
-      // ones `known` names, each at its version there, and none listed a lease.
-      let unchanged = known !== undefined
+      // Unchanged: every pulse counts as `known` says (no lease set relying on it changed; one `known`
+      // does not name yet has counted none), and the slots asked still hold leases at the versions
+      // `known` names, none listed.
+      let unchanged = known !== undefined &&
+        [...counts].every(([tag, count]) => (plan.knownCounts.get(tag) ?? noChanges(count)) === count)
       let holding = plan.registered
       for (const [i, [leases, , prune, version]] of answers) {
         if (leases !== 0 && leases.length > 0) unchanged = false
@@ -315,7 +438,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
         else if (version !== knownIn(work[i]!.tag)) unchanged = false
       }
       if (holding !== knownBySlot.size) unchanged = false
-      // A group renewed twice (its slot's node call, then that slot's own call) is listed once.
+      // A group renewed twice (its node's call, then that slot's own call) is listed once.
       const groupViewsOf = () => [
         ...new Map(
           [...batchViews, ...[...answers.values()].map((reply) => reply[1])].flatMap(groupViews).map((view) => [view.group, view])
@@ -327,15 +450,16 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       const again = work.flatMap((_, i) => replyAt(i)[0] === 0 ? [i] : [])
       yield* renewSlots(again, () => "")
       const replies = work.map((_, i) => replyAt(i))
-      const version = work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [`${w.tag}=${replies[i]![3]}`])
-        .sort().join(",")
-      const forget = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
-      if (forget.length > 0) {
-        yield* run("keepAlive", Scripts.forgetSlots({ home: k.session(sessionId), homeSlots }, { registrations: forget }))
+      const slotPart = joinPairs(
+        work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [[w.tag, replies[i]![3]] as const])
+      )
+      const forgotten = replies.flatMap((reply, i) => reply[2] === "" ? [] : [work[i]!.tag, reply[2]])
+      if (forgotten.length > 0) {
+        yield* run("keepAlive", Scripts.forgetSlots({ home: k.session(sessionId), homeSlots }, { registrations: forgotten }))
       }
       return {
         remaining: Duration.millis(remaining),
-        version,
+        version: `${slotPart}|${joinPairs(counts)}`,
         leases: replies.flatMap(([leases]) => leases === 0 ? [] : heldLeases(leases)),
         groups: groupViewsOf()
       }
@@ -344,7 +468,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
   /** Cluster: the home first (from then on everything answers `Expired`), then slot by slot. */
   const closeBySlot = (sessionId: string): Effect.Effect<void, BackendError> =>
     Effect.gen(function*() {
-      plans.delete(sessionId)
+      forget(sessionId)
       const [left, tags, groups] = yield* run(
         "closeSession",
         Scripts.closeHome({ ...home(sessionId), homeSlots: k.sessionSlots(sessionId) }, {})
@@ -369,5 +493,5 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       )
     })
 
-  return { renew: renewBySlot, close: closeBySlot }
+  return { renew: renewBySlot, close: closeBySlot, pulseFor }
 }

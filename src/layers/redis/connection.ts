@@ -394,6 +394,18 @@ export interface Runner {
 const isNoScript = (error: unknown): boolean => error instanceof Error && error.message.startsWith("NOSCRIPT")
 
 /**
+ * A server before Redis 7 cannot compile a script with flags (`#!lua flags=...`), which mode
+ * `cluster` needs (its scripts read a session's pulse in another slot of the same node): said plainly.
+ */
+const flagsRefused = (script: Call<unknown>["script"], error: unknown): unknown =>
+  script.lua.startsWith("#!lua") && error instanceof Error && /compiling script|shebang/i.test(error.message)
+    ? new Error(
+      `simba redis: the server refused script ${script.name}, which has Redis 7 script flags: Redis Cluster ` +
+        `mode (and routeBySlot) needs Redis 7 or later (${error.message})`
+    )
+    : error
+
+/**
  * Script calls by SHA (`EVALSHA`); after `NOSCRIPT` (script cache flushed, failover) `EVAL` loads the
  * script again. Replies are decoded synchronously: the schemas have no effects, and the Effect-based
  * parser costs more than the round trip on a busy client.
@@ -401,7 +413,7 @@ const isNoScript = (error: unknown): boolean => error instanceof Error && error.
 export const runner = (client: Client, { track, trackWith }: Tracker): Runner => {
   const send = ({ args, keys, script }: Call<unknown>): Promise<unknown> =>
     client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) =>
-      isNoScript(error) ? client.eval(script.lua, keys.length, ...keys, ...args) : Promise.reject(error)
+      isNoScript(error) ? client.eval(script.lua, keys.length, ...keys, ...args) : Promise.reject(flagsRefused(script, error))
     )
   const decode = <A>(operation: string, call: Call<A>, raw: unknown): Effect.Effect<A, BackendError> =>
     Either.match(call.decode(raw), {

@@ -26,6 +26,12 @@ export const keys = (prefix: string = defaultPrefix) => ({
   sessionSlots: (sessionId: string) => `${prefix}:session:{${sessionId}}:slots`,
   shadow: (tag: string, sessionId: string) => `${prefix}:shadow:{${tag}}:${sessionId}`,
   shadowLeases: (tag: string, sessionId: string) => `${prefix}:shadow:{${tag}}:${sessionId}:leases`,
+  /**
+   * A session's pulse on one node (mode `cluster`), in the slot of `tag`: its shadows on that node
+   * name it, and it says the session lives there (docs/design.md, "Redis Cluster: per-slot shadows and pulses"). Its value
+   * counts the changes of the session's lease sets in the slots relying on it.
+   */
+  pulse: (tag: string, sessionId: string) => `${prefix}:pulse:{${tag}}:${sessionId}`,
   /** Boot marker of the store (mode `node`): the server ms from which grants may resume (lock-delay). */
   boot: `${prefix}:boot`,
   /** Boot marker of the slot of `tag` (mode `cluster`). */

@@ -3,8 +3,8 @@
  * added by `LeaseBackend.make`), each written once for both modes (`Mode`). Where the modes differ,
  * the body says so with `mode === "node"`: on one node a session's keys and a lease's or group's
  * are touched by one script; in a cluster the home's half and the slot's half are separate calls,
- * and renewal and close visit every slot the session registered (`clusterSession.ts`; docs/design.md,
- * "Redis Cluster: per-slot shadows").
+ * an acquire names the session's pulse on the lease's node, and renewal and close go per node and
+ * per slot (`clusterSession.ts`; docs/design.md, "Redis Cluster: per-slot shadows and pulses").
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -26,7 +26,7 @@ import type * as Schema from "effect/Schema"
 import type * as Replies from "./replies.js"
 import { acquireReply, groupViews, heldLeases } from "./replies.js"
 import * as Scripts from "./scripts.js"
-import { tagOf } from "./slots.js"
+import { keySlot, tagOf } from "./slots.js"
 import type { Watches } from "./watches.js"
 
 /** A one-node renewal's reply as a renewal (`undefined`: the session expired). */
@@ -46,6 +46,15 @@ type Holder =
   | { readonly mode: "node"; readonly key: string; readonly leases: string; readonly prefix: string }
   | { readonly mode: "cluster"; readonly tag: string; readonly key: string; readonly leases: string; readonly prefix: string }
 
+/** What a cluster's acquire carries from the registration of its slot (all `""` on one node). */
+interface Registered {
+  readonly registration: Scripts.Arg
+  readonly homeRemaining: Scripts.Arg
+  /** The session's pulse for the slot's node, and how long the shadow outlives the home's time left. */
+  readonly pulse: string
+  readonly margin: Scripts.Arg
+}
+
 /** The store's rules for lease hashes (see `RedisOptions`). */
 export interface LeaseRules {
   /** Ms a freed lease hash lives without a grant (`idleExpiry`). */
@@ -56,6 +65,8 @@ export interface LeaseRules {
   readonly markAll: Effect.Effect<void, BackendError>
   /** Cluster: the master serving `slot` as the client last learnt it (`undefined`: not known). */
   readonly nodeOf: (slot: number) => string | undefined
+  /** Cluster: asks the cluster for its slot table again (a script found a key on another node). */
+  readonly refreshSlots: Effect.Effect<void>
   /** Runs an Effect of a direct call (a warning and `markAll` before its answer) in the backend's scope. */
   readonly fork: (effect: Effect.Effect<void>) => void
 }
@@ -98,23 +109,30 @@ export const make = (
     delayMs: rules.delayMs
   })
 
-  const unregisteredArgs = { registration: "", homeRemaining: "" }
+  const unregisteredArgs = { registration: "", homeRemaining: "", pulse: "", margin: 0 }
   const unregistered = Effect.succeed(unregisteredArgs)
   /**
    * Cluster: registers the lease's slot in the home (its time left and the registration's number, for
    * the slot's half); `undefined` when the session is gone. One node: nothing to register, the acquire
    * script reads the session key itself.
    */
-  const register = (
-    sessionId: string,
-    holder: Holder
-  ): Effect.Effect<{ readonly registration: Scripts.Arg; readonly homeRemaining: Scripts.Arg } | undefined, BackendError> =>
-    holder.mode === "node"
-      ? unregistered
-      : run(
-        "acquire",
-        Scripts.register({ home: k.session(sessionId), homeSlots: k.sessionSlots(sessionId) }, { tag: holder.tag })
-      ).pipe(Effect.map((reply) => reply[0] === "expired" ? undefined : { registration: reply[2], homeRemaining: reply[1] }))
+  const register = (sessionId: string, holder: Holder): Effect.Effect<Registered | undefined, BackendError> => {
+    if (holder.mode === "node") return unregistered
+    // The pulse is in use before any call names it (see `ClusterSession.pulseFor`).
+    const pulse = cluster.pulseFor(sessionId, keySlot(holder.key))
+    return run(
+      "acquire",
+      Scripts.register({ home: k.session(sessionId), homeSlots: k.sessionSlots(sessionId) }, { tag: holder.tag })
+    ).pipe(Effect.map((reply) =>
+      reply[0] === "expired" ? undefined : {
+        registration: reply[2],
+        homeRemaining: reply[1],
+        pulse,
+        // Until the next renewal walks it (every grant changes the pulse's count, so it does).
+        margin: reply[1]
+      }
+    ))
+  }
 
   /**
    * One node: one script renews the session, lists its groups, and its leases unless the set is still
@@ -179,16 +197,16 @@ export const make = (
     return answer
   }
 
-  const acquireScript = (
-    sessionId: string,
-    name: string,
-    holder: Holder,
-    registered: { readonly registration: Scripts.Arg; readonly homeRemaining: Scripts.Arg }
-  ) => Scripts.acquire(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
+  // Cluster: the scripts that read pulses of other slots are flagged for it (Redis 7).
+  const acquireCall = mode === "node" ? Scripts.acquire : Scripts.acquireInCluster
+  const releaseCall = mode === "node" ? Scripts.release : Scripts.releaseInCluster
+  const withdrawCall = mode === "node" ? Scripts.withdraw : Scripts.withdrawInCluster
+  const acquireScript = (sessionId: string, name: string, holder: Holder, registered: Registered) =>
+    acquireCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
 
   const releaseScript = (sessionId: string, name: string, token: bigint) => {
     const holder = holderOf(sessionId, name)
-    return Scripts.release(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
+    return releaseCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
   }
 
   /**
@@ -261,7 +279,9 @@ export const make = (
     // more than the rest of the call's JavaScript; see docs/performance.md).
     acquire: (sessionId, name) => {
       const holder = holderOf(sessionId, name)
-      // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register again.
+      // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register
+      // again; a pulse on another node (the slot table is behind a resharding) answers `moved`: the
+      // table is refreshed first.
       const attempt = (attempts: number): Effect.Effect<AcquireReply, BackendError> =>
         Effect.flatMap(register(sessionId, holder), (registered) => {
           if (registered === undefined) return acquiredExpired
@@ -274,8 +294,8 @@ export const make = (
               const next = answer !== undefined
                 ? Effect.succeed(watched(sessionId, name, answer, sentAt))
                 : attempts < 2
-                ? attempt(attempts + 1)
-                : Effect.fail(backendError("acquire", "slot registration went stale three times in a row"))
+                ? reply[0] === "moved" ? Effect.zipRight(rules.refreshSlots, attempt(attempts + 1)) : attempt(attempts + 1)
+                : Effect.fail(backendError("acquire", `slot registration answered ${reply[0]} three times in a row`))
               return warned === undefined ? next : Effect.zipRight(warned, next)
             }
           )
@@ -290,7 +310,7 @@ export const make = (
         watches.done(sessionId, name)
         return run(
           "withdraw",
-          Scripts.withdraw(
+          withdrawCall(
             { lease: k.lease(name), queue: k.leaseQueue(name), marker: markerOf(name) },
             leaseArgs(sessionId, name, holderOf(sessionId, name))
           )

@@ -19,12 +19,14 @@ export const Opened = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), S
 const Restored = Schema.optionalElement(Schema.Literal(1))
 /**
  * `delayed`: a lock-delay runs (the ms left, and 1 when this call found the boot marker missing).
- * `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot. */
+ * `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot.
+ * `moved`: (cluster) the pulse the call named is on another node (the client's slot table is behind). */
 export const Acquired = Schema.Union(
   Schema.Tuple(Schema.Literal("granted"), Token, Restored),
   Schema.Tuple(Schema.Literal("held"), Schema.Union(Schema.Literal(""), Token), Millis, Restored),
   Schema.Tuple(Schema.Literal("delayed"), Millis, Schema.Literal(0, 1)),
   Schema.Tuple(Schema.Literal("stale")),
+  Schema.Tuple(Schema.Literal("moved")),
   Expired
 )
 /** The session's time left, the version of its lease set, its groups and its leases (absent: still the known version). */
@@ -47,7 +49,10 @@ const homeLive = [
 ] as const
 export const HomeRenewed = Schema.Union(Schema.Tuple(...homeLive), Expired)
 /** `HomeRenewed`, then what `SlotsRenewed` answers for the slots and groups sent with it. */
-export const HomeSlotsRenewed = Schema.Union(Schema.Tuple(...homeLive, Schema.Array(Schema.Int), GroupList), Expired)
+export const HomeSlotsRenewed = Schema.Union(
+  Schema.Tuple(...homeLive, Schema.Array(Schema.Int), GroupList, Schema.String),
+  Expired
+)
 /**
  * The leases of the session in one slot (`0`: still the version the client knows), its groups there,
  * the registration to forget there (`""`: none) and the version of its lease set there (`""`: none).
@@ -59,12 +64,15 @@ export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis
 export const Joined = Schema.Literal("joined", "expired")
 export const Members = Schema.Array(Schema.String)
 export const Count = Schema.Int
-/** The (1-based) positions of the slots a `renewSlots` call did not renew, and its groups' views. */
-export const SlotsRenewed = Schema.Tuple(Schema.Array(Schema.Int), GroupList)
+/**
+ * The count of the pulse a `renewSlots` call renewed, the (1-based) positions of the slots
+ * it did not renew, and its groups' views.
+ */
+export const SlotsRenewed = Schema.Tuple(Schema.String, Schema.Array(Schema.Int), GroupList)
 /** Whether the boot marker was created (1) and its value (server ms from which grants resume). */
 export const Marked = Schema.Tuple(Schema.Literal(0, 1), Schema.String)
 
-/** The SPI's answer to an acquire; `undefined` for `stale` (register again). */
+/** The SPI's answer to an acquire; `undefined` for `stale` and `moved` (register again). */
 export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): AcquireReply | undefined => {
   switch (reply[0]) {
     case "granted":
@@ -79,6 +87,7 @@ export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): Acquir
     case "expired":
       return AcquireReply.Expired()
     case "stale":
+    case "moved":
       return undefined
   }
 }

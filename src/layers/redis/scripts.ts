@@ -12,13 +12,14 @@
 import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots, renewSlot, renewSlots } from "./scripts/cluster.js"
 import type { Script } from "./scripts/define.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
-import { acquire, bootMarker, release, withdraw } from "./scripts/lease.js"
+import { acquire, acquireInCluster, bootMarker, release, releaseInCluster, withdraw, withdrawInCluster } from "./scripts/lease.js"
 import { close, open, renew } from "./scripts/session.js"
 
 export type { Arg, Call, Caller, Script } from "./scripts/define.js"
 export { prelude, queueScanBatch, reservationMillis } from "./scripts/prelude.js"
 export {
   acquire,
+  acquireInCluster,
   addMember,
   bootMarker,
   close,
@@ -33,21 +34,26 @@ export {
   open,
   register,
   release,
+  releaseInCluster,
   removeMember,
   renew,
   renewHome,
   renewHomeSlots,
   renewSlot,
   renewSlots,
-  withdraw
+  withdraw,
+  withdrawInCluster
 }
 
 /** Every script with its parameter names, for tests. */
 export const all: ReadonlyArray<{ readonly script: Script; readonly params: ReadonlyArray<string> }> = [
   open,
   acquire,
+  acquireInCluster,
   release,
+  releaseInCluster,
   withdraw,
+  withdrawInCluster,
   members,
   renew,
   close,

@@ -35,46 +35,50 @@ return renew_home(ttl, knownSeq, home, homeSlots, homeGroups) or {'expired'}
 `)
 
 /**
- * `renewHome`, then `renewSlots` for `slots` and `groupNames` of the home's node with the home's time
- * left, in one call: a renewal's call to the node of the session's home. Answers what `renewHome`
- * answers, then what `renewSlots` answers.
+ * `renewHome`, then `renewSlots` for the home's own pulse (`homePulse`, in the home's slot) with the
+ * home's time left, in one call: a renewal's call to the node of the session's home. Answers what
+ * `renewHome` answers, then what `renewSlots` answers after its pulse count.
  */
 export const renewHomeSlots = define("renewHomeSlots", {
-  keys: ["home", "homeSlots", "homeGroups"],
-  args: ["ttl", "knownSeq", "sessionId", "shadowBase", "groupPrefix", "groupNames"],
-  restArgs: "slots",
+  keys: ["home", "homeSlots", "homeGroups", "homePulse"],
+  args: ["ttl", "knownSeq", "sessionId", "margin", "shadowBase", "groupPrefix", "groupNames", "slotList"],
   reply: Replies.HomeSlotsRenewed,
   flags: ["allow-cross-slot-keys"]
 }, `
 local reply = renew_home(ttl, knownSeq, home, homeSlots, homeGroups)
 if not reply then return {'expired'} end
 local rem = reply[2]
-reply[6] = renew_unchanged(slots, sessionId, shadowBase, rem)
+reply[6] = renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin))
 reply[7] = renew_groups(groupNames, sessionId, groupPrefix, rem)
+reply[8] = renew_pulse(homePulse, rem)
 return reply
 `)
 
 /**
- * Renews the session's shadow in one slot (when `registration` is not `""`) and its memberships of
- * the groups of that slot (`groups`, named `groupNames`) for `remaining` ms; answers the version of
- * its lease set there and, unless that is still `known` (`""`: none known), what it holds there (`0`:
- * still `known`, no lease read). A shadow left with no lease is closed at its last registration,
- * answered for the home to forget (`forgetSlots`).
+ * Renews the session's shadow in one slot (when `registration` is not `""`) for `remaining` ms and
+ * the `margin` (it names `pulse` from then on, which it extends for `remaining` ms or makes, when
+ * this node serves it) and its memberships of the groups of that slot (`groups`, named `groupNames`)
+ * for `remaining` ms; answers the version of its lease set there and, unless that is still `known`
+ * (`""`: none known), what it holds there (`0`: still `known`, no lease read). A shadow left with no
+ * lease is closed at its last registration, answered for the home to forget (`forgetSlots`).
  */
 export const renewSlot = define("renewSlot", {
   keys: ["shadow", "shadowLeases"],
   restKeys: "groups",
-  args: ["sessionId", "remaining", "leasePrefix", "registration", "known"],
+  args: ["sessionId", "remaining", "margin", "pulse", "leasePrefix", "registration", "known"],
   restArgs: "groupNames",
-  reply: Replies.SlotRenewed
+  reply: Replies.SlotRenewed,
+  flags: ["allow-cross-slot-keys"]
 }, `
 local rem = tonumber(remaining)
+local keep = rem + tonumber(margin)
 local now = #groups > 0 and now_ms() or 0
 local leases, prune, version = {}, '', ''
 if registration ~= '' then
   if redis.call('EXISTS', shadow) == 1 then
-    extend(shadow, rem)
-    extend(shadowLeases, rem)
+    if beat(pulse, rem) then point(shadow, pulse) end
+    extend(shadow, keep)
+    extend(shadowLeases, keep)
     version = redis.call('HGET', shadow, 'ver') or ''
     if known ~= '' and version == known and redis.call('SCARD', shadowLeases) > 0 then
       leases = 0
@@ -82,7 +86,7 @@ if registration ~= '' then
       if now == 0 then now = now_ms() end
       local pruned
       leases, pruned = held_leases(shadowLeases, sessionId, leasePrefix, now + rem)
-      if pruned > 0 or version == '' then version = bump_shadow(shadow) end
+      if pruned > 0 or version == '' then version = bump_shadow(shadow, true) end
       if #leases == 0 then
         prune = redis.call('HGET', shadow, 'gen') or '0'
         redis.call('HSET', shadow, 'closed', prune)
@@ -104,23 +108,24 @@ return {leases, views, prune, version}
 `)
 
 /**
- * The unchanged case of `renewSlot` for many slots of one node in one call: for each `tag, known`
- * pair of `slots`, when the session's shadow there is on this node with lease-set version `known`,
- * extends the shadow and its set to `remaining` ms (never shortening either); and the session's
- * memberships of the groups `groupNames` (comma-separated) of this node. Answers the (1-based) pairs
- * it did not renew, for `renewSlot` to handle one by one (see `renew_unchanged` in the prelude), and
- * the views of the groups. `route` is a key of the first slot: it sends the call to the node (a
- * call's declared keys must share one slot); a group key this node does not serve fails the call.
+ * A renewal's call to one node other than the home's: extends the session's `pulse` there for
+ * `remaining` ms (or makes it) and answers its count of lease-set changes; for each `tag,known` pair of
+ * `slotList` (comma-separated, one argument: a slice of the slots that rely on it, see docs/design.md), when the session's shadow there
+ * is on this node with lease-set version `known`, extends the shadow and its set to `remaining` +
+ * `margin` ms (never shortening either); and renews the session's memberships of the groups
+ * `groupNames` (comma-separated) of this node. Answers the count, the (1-based) pairs it did not
+ * renew, for `renewSlot` to handle one by one (see `renew_unchanged` in the prelude), and the views of
+ * the groups. The pulse routes the call to its node; a group key this node does not serve fails it.
  */
 export const renewSlots = define("renewSlots", {
-  keys: ["route"],
-  args: ["sessionId", "remaining", "shadowBase", "groupPrefix", "groupNames"],
-  restArgs: "slots",
+  keys: ["pulse"],
+  args: ["sessionId", "remaining", "margin", "shadowBase", "groupPrefix", "groupNames", "slotList"],
   reply: Replies.SlotsRenewed,
   flags: ["allow-cross-slot-keys"]
 }, `
 local rem = tonumber(remaining)
-return {renew_unchanged(slots, sessionId, shadowBase, rem), renew_groups(groupNames, sessionId, groupPrefix, rem)}
+local count = renew_pulse(pulse, rem)
+return {count, renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin)), renew_groups(groupNames, sessionId, groupPrefix, rem)}
 `)
 
 /**
@@ -166,7 +171,8 @@ export const closeSlot = define("closeSlot", {
   keys: ["shadow", "shadowLeases", "marker"],
   restKeys: "groups",
   args: ["sessionId", "leasePrefix", "holdsLeases", "homeRemaining", "shadowPrefix", "idleMs", "delayMs"],
-  reply: Replies.Count
+  reply: Replies.Count,
+  flags: ["allow-cross-slot-keys"]
 }, `
 if holdsLeases ~= '' then
   release_all(shadowLeases, sessionId, leasePrefix, holders_in('cluster', shadowPrefix, idleMs, marker, delayMs))

@@ -6,43 +6,60 @@
 import * as Replies from "../replies.js"
 import { define } from "./define.js"
 
+const acquireParams = {
+  keys: ["lease", "queue", "holder", "holderLeases", "marker"],
+  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "pulse", "margin", "idleMs", "delayMs"],
+  reply: Replies.Acquired
+} as const
+const acquireBody = `
+local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
+local own, keep
+if holders.mode == 'node' then
+  own = redis.call('PTTL', holder)
+  if own == -2 then return {'expired'} end
+  keep = own
+else
+  -- A registration a renewal already closed here is stale.
+  local seq = tonumber(registration)
+  local st = redis.call('HMGET', holder, 'gen', 'closed')
+  if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
+  own = tonumber(homeRemaining)
+  -- The pulse the client renews for this slot's node: unreadable here, the client's slot table is
+  -- behind a resharding (it refreshes it and tries again).
+  if not beat(pulse, own) then return {'moved'} end
+  if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
+  point(holder, pulse)
+  -- The shadow outlives the home by the margin: the fallback where its pulse cannot be read.
+  keep = extend(holder, own + tonumber(margin))
+end
+return acquire(lease, queue, holderLeases, sessionId, name, own, keep, holders)
+`
 /**
  * Grants the lease unless a live session holds it or it is reserved for another live waiter; a
  * refused session joins the queue. `holder` is where the session is found alive in the lease's slot
  * and `holderLeases` the set of the names it holds there: its session key and `:leases` (mode
- * `node`; `registration` and `homeRemaining` unused), or its shadow there (mode `cluster`, with the
- * registration number and the home's time left that `register` answered).
+ * `node`; `registration`, `homeRemaining`, `pulse` and `margin` unused), or its shadow there (mode
+ * `cluster`, with the registration number and the home's time left that `register` answered, the
+ * session's pulse on the slot's node and the shadow's margin; see `acquireInCluster`).
  */
-export const acquire = define("acquire", {
-  keys: ["lease", "queue", "holder", "holderLeases", "marker"],
-  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "idleMs", "delayMs"],
-  reply: Replies.Acquired
-}, `
-local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
-local own
-if holders.mode == 'node' then
-  own = redis.call('PTTL', holder)
-  if own == -2 then return {'expired'} end
-else
-  -- A registration a renewal already closed here is stale; the shadow lives as long as the home.
-  local seq = tonumber(registration)
-  local st = redis.call('HMGET', holder, 'gen', 'closed')
-  if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
-  if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
-  own = extend(holder, tonumber(homeRemaining))
-end
-return acquire(lease, queue, holderLeases, sessionId, name, own, holders)
-`)
+export const acquire = define("acquire", acquireParams, acquireBody)
+
+/**
+ * `acquire` for mode `cluster`, flagged `allow-cross-slot-keys` (Redis 7): the pulses of the holder
+ * and of the waiters are keys of other slots of the same node.
+ */
+export const acquireInCluster = define("acquireInCluster", { ...acquireParams, flags: ["allow-cross-slot-keys"] }, acquireBody)
 
 /**
  * Releases the lease if the session holds it with exactly `token`, and hands it off (see `acquire`;
  * `holder` and `holderLeases` as there).
  */
-export const release = define("release", {
+const releaseParams = {
   keys: ["lease", "queue", "holder", "holderLeases", "marker"],
   args: ["sessionId", "token", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
-}, `
+} as const
+const releaseBody = `
 local h = redis.call('HMGET', lease, 'session', 'token', 'queued')
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
 local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
@@ -50,17 +67,22 @@ redis.call('SREM', holderLeases, name)
 changed(holders, holder)
 hand_off(lease, queue, name, holders, h[2], h[3], true)
 return 1
-`)
+`
+export const release = define("release", releaseParams, releaseBody)
+
+/** `release` for mode `cluster`, flagged as `acquireInCluster` is. */
+export const releaseInCluster = define("releaseInCluster", { ...releaseParams, flags: ["allow-cross-slot-keys"] }, releaseBody)
 
 /**
  * The session no longer waits for the lease: it leaves the queue; a reservation it had on the free
  * lease is handed to the next live waiter (`holder*` as in `acquire`, to find waiters alive).
  */
-export const withdraw = define("withdraw", {
+const withdrawParams = {
   keys: ["lease", "queue", "marker"],
   args: ["sessionId", "name", "mode", "holderPrefix", "idleMs", "delayMs"],
   reply: Replies.Count
-}, `
+} as const
+const withdrawBody = `
 local removed = redis.call('ZREM', queue, sessionId)
 local h = redis.call('HMGET', lease, 'session', 'reserved', 'token', 'queued')
 if h[2] == sessionId then
@@ -68,7 +90,11 @@ if h[2] == sessionId then
   if not h[1] then hand_off(lease, queue, name, holders_in(mode, holderPrefix, idleMs, marker, delayMs), h[3], h[4], false) end
 end
 return removed
-`)
+`
+export const withdraw = define("withdraw", withdrawParams, withdrawBody)
+
+/** `withdraw` for mode `cluster`, flagged as `acquireInCluster` is. */
+export const withdrawInCluster = define("withdrawInCluster", { ...withdrawParams, flags: ["allow-cross-slot-keys"] }, withdrawBody)
 
 /**
  * Creates the boot marker (of the store, or of one slot) unless it exists, with grants resuming at

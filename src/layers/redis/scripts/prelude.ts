@@ -138,16 +138,66 @@ local function holder_key(holders, sid)
   if holders.mode == 'node' then return holders.prefix .. sid .. '}' end
   return holders.prefix .. sid
 end
-local function alive(holders, sid)
+-- Mode 'cluster': the ms a pulse key has left (-2: gone), or nil when there is none (a shadow written
+-- by a client before pulses) or this node cannot read it (resharding moved its slot away: the access
+-- is an error redis.pcall returns). A pulse is a session's liveness on one node (docs/design.md,
+-- "Redis Cluster: per-slot shadows and pulses"): its shadows there name it, and a renewal extends it once per node.
+local function pulse_left(pulse)
+  if not pulse then return nil end
+  local left = redis.pcall('PTTL', pulse)
+  if type(left) ~= 'number' then return nil end
+  return left
+end
+-- The ms session sid has left as the scripts of this slot see it; -2 when it is gone. Mode 'node':
+-- its session key. Mode 'cluster': its shadow here, dead once closed; then the pulse the shadow
+-- names, or the shadow's own time to live when there is none or it cannot be read here (a shadow
+-- outlives the client's deadline by the renewal's margin, so that fallback can only be later).
+local function holder_left(holders, sid)
   local key = holder_key(holders, sid)
-  if redis.call('EXISTS', key) == 0 then return false end
-  return holders.mode == 'node' or redis.call('HGET', key, 'closed') ~= closed_marker
+  if holders.mode == 'node' then return redis.call('PTTL', key) end
+  local s = redis.call('HMGET', key, 'closed', 'pulse')
+  if s[1] == closed_marker then return -2 end
+  local own = redis.call('PTTL', key)
+  if own == -2 then return -2 end
+  return pulse_left(s[2]) or own
+end
+local function alive(holders, sid)
+  return holder_left(holders, sid) ~= -2
+end
+-- Mode 'cluster': the pulse key carries the session's liveness from now on, for at least own ms. It
+-- is a hash: 'b', when it was made (the server's TIME in microseconds: a pulse made anew, after its
+-- node lost its state, is never mistaken for the one a client knew, while the clock does not step
+-- back), and 'n', the changes of the lease sets relying on it since. False, and nothing written, when
+-- this node cannot read it (the client's slot table is behind a resharding).
+local function beat(pulse, own)
+  local left = redis.pcall('PTTL', pulse)
+  if type(left) ~= 'number' then return false end
+  if left == -2 then
+    local _, us = server_time()
+    redis.call('HSET', pulse, 'b', string.format('%.0f', us), 'n', 0)
+    redis.call('PEXPIRE', pulse, own)
+  elseif left < own then
+    redis.call('PEXPIRE', pulse, own)
+  end
+  return true
+end
+-- Mode 'cluster': the shadow relies on pulse (beaten) from now on. A shadow holding leases that
+-- moves to another pulse counts as a change there: a client that does not know that pulse yet lists
+-- the set again (it takes a pulse it has not seen with no change counted as relying on nothing).
+local function point(shadow, pulse)
+  if redis.call('HGET', shadow, 'pulse') == pulse then return end
+  redis.call('HSET', shadow, 'pulse', pulse)
+  if redis.call('SCARD', shadow .. ':leases') > 0 then redis.call('HINCRBY', pulse, 'n', 1) end
 end
 -- A new version of the session's lease set in this slot (mode 'cluster'): the shadow's 'ver', which
--- renewals compare with the client's. A shadow without one starts at the server's TIME in
+-- renewals compare with the client's, and, unless a renewal makes the change (it lists the set
+-- itself: quiet), one more change counted by the pulse the shadow names (when this node can read
+-- it), which renewals read once per node. A shadow without a version starts at the server's TIME in
 -- microseconds, so a shadow lost and made again never repeats a version a client saw (while the
 -- clock does not step back, as for tokens).
-local function bump_shadow(shadow)
+local function bump_shadow(shadow, quiet)
+  local pulse = not quiet and redis.call('HGET', shadow, 'pulse')
+  if pulse and redis.pcall('EXISTS', pulse) == 1 then redis.call('HINCRBY', pulse, 'n', 1) end
   if redis.call('HEXISTS', shadow, 'ver') == 1 then
     return string.format('%.0f', redis.call('HINCRBY', shadow, 'ver', 1))
   end
@@ -235,17 +285,18 @@ local function reserve(lk, name, sid, now, holders)
     redis.call('PUBLISH', lk, 'released:' .. sid)
   end
 end
--- sid (whose liveness key has own ms left) holds lk (name, listed in its set) with token from now
+-- sid (whose session has own ms left) holds lk (name, listed in its set) with token from now
 -- on. expiring: lk may carry an expiry (a free hash that exists), which the grant removes. The
 -- holder record lk .. ':holder' ('sid:token', in lk's slot) outlives a hash deleted by hand: an
 -- acquire that finds the hash gone and the record naming a live session restores the hash instead
--- of granting (see acquire). The set expires with the session (its renewals extend both).
-local function hold(lk, set, name, sid, token, now, own, expiring)
+-- of granting (see acquire). The set expires with its liveness key (keep ms: the session key, or the
+-- shadow; renewals extend both).
+local function hold(lk, set, name, sid, token, now, own, keep, expiring)
   redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', now + own)
   if expiring then redis.call('PERSIST', lk) end
   redis.call('SET', lk .. ':holder', sid .. ':' .. token)
   redis.call('SADD', set, name)
-  redis.call('PEXPIRE', set, own)
+  redis.call('PEXPIRE', set, keep)
 end
 -- Mode 'node': grant the lease lk (name, last token stored) to the live waiter head, as its
 -- acquire would, and tell it on its session's channel ('granted:<token>:<name>', heard by head's
@@ -254,7 +305,8 @@ local function grant_to(lk, q, name, head, holders, stored, expiring)
   local home = holder_key(holders, head)
   local now, us = server_time()
   local token = next_token(stored, us)
-  hold(lk, home .. ':leases', name, head, token, now, redis.call('PTTL', home), expiring)
+  local own = redis.call('PTTL', home)
+  hold(lk, home .. ':leases', name, head, token, now, own, own, expiring)
   bump(holders, home)
   redis.call('ZREM', q, head)
   redis.call('PUBLISH', home, 'granted:' .. token .. ':' .. name)
@@ -299,22 +351,22 @@ local function release_all(set, sid, lease_prefix, holders)
     if h[1] == sid then hand_off(lk, lk .. ':queue', name, holders, h[2], h[3], true) end
   end
 end
--- Grant lease lk to sid (whose liveness key has own ms left) unless a live session holds it or it
--- is reserved for another live waiter; a refused sid joins the queue q. Answers as the reply of the
--- acquire script; a 'granted' or 'held' answer carries a 4th element 1 when it restored a lease
--- hash deleted by hand from its holder record.
-local function acquire(lk, q, set, sid, name, own, holders)
+-- Grant lease lk to sid (whose session has own ms left, its set keep ms) unless a live session holds
+-- it or it is reserved for another live waiter; a refused sid joins the queue q. Answers as the reply
+-- of the acquire script; a 'granted' or 'held' answer carries a 4th element 1 when it restored a
+-- lease hash deleted by hand from its holder record.
+local function acquire(lk, q, set, sid, name, own, keep, holders)
   local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil', 'queued')
   local now, us = server_time()
   if h[1] == sid then
-    hold(lk, set, name, sid, h[2], now, own, false)
+    hold(lk, set, name, sid, h[2], now, own, keep, false)
     return {'granted', h[2]}
   end
   -- A free hash that exists has an expiry (freed, or made by wait_in), which a grant removes.
   local exists = h[2] or h[3] or h[5]
   local stored = h[2]
   if h[1] then
-    local left = redis.call('PTTL', holder_key(holders, h[1]))
+    local left = holder_left(holders, h[1])
     if left ~= -2 then
       wait_in(lk, q, sid, now, own, h[5], true, holders)
       return {'held', h[2] or '', left}
@@ -333,15 +385,16 @@ local function acquire(lk, q, set, sid, name, own, holders)
     local rsid, rtok = recorded_holder(m[2])
     if rsid == sid then
       -- The hash was deleted by hand while sid held the lease: it still does, with its token.
-      hold(lk, set, name, sid, rtok, now, own, exists)
+      hold(lk, set, name, sid, rtok, now, own, keep, exists)
       return {'granted', rtok, 1}
-    elseif rsid and alive(holders, rsid) then
+    end
+    local left = rsid and holder_left(holders, rsid) or -2
+    if left ~= -2 then
       -- The hash was deleted by hand while rsid holds the lease: it still does.
       local key = holder_key(holders, rsid)
-      local left = redis.call('PTTL', key)
       restore(lk, rsid, rtok, now + left)
       redis.call('SADD', key .. ':leases', name)
-      extend(key .. ':leases', left)
+      extend(key .. ':leases', redis.call('PTTL', key))
       bump(holders, key)
       wait_in(lk, q, sid, now, own, h[5], true, holders)
       return {'held', rtok, left, 1}
@@ -374,20 +427,28 @@ local function acquire(lk, q, set, sid, name, own, holders)
     redis.call('ZREM', q, sid)
     if h[3] then redis.call('HDEL', lk, 'reserved', 'reservedUntil') end
   end
-  hold(lk, set, name, sid, token, now, own, exists)
+  hold(lk, set, name, sid, token, now, own, keep, exists)
   bump(holders, holder_key(holders, sid))
   return {'granted', token}
+end
+-- The items of a comma-separated list (a renewal's slots travel as one argument: one string to write
+-- instead of two per slot).
+local function split_list(list)
+  local items = {}
+  for item in string.gmatch(list, '[^,]+') do items[#items + 1] = item end
+  return items
 end
 -- The unchanged case of a renewal, for many slots of the node this script runs on (mode 'cluster',
 -- scripts flagged allow-cross-slot-keys): for each 'tag, known' pair of slots, when sid's shadow
 -- there is on this node with lease-set version known (the same non-empty set the client read: every
--- change bumps it), extends the shadow and its set to at least rem ms. Answers the (1-based) pairs
+-- change bumps it), extends the shadow and its set to at least keep ms (the home's time left and the
+-- margin, see renewSlots). Answers the (1-based) pairs
 -- it did not renew: a shadow missing or changed, or on a slot this node does not serve (resharding:
 -- the access is an error redis.pcall returns, and nothing of that slot is written).
-local function renew_unchanged(slots, sid, shadow_base, rem)
+local function renew_unchanged(slots, sid, shadow_base, keep)
   local others = {}
   local function lasts(key)
-    return redis.call('PEXPIRE', key, rem, 'GT') == 1 or redis.call('EXISTS', key) == 1
+    return redis.call('PEXPIRE', key, keep, 'GT') == 1 or redis.call('EXISTS', key) == 1
   end
   for i = 1, #slots, 2 do
     local shadow = shadow_base .. slots[i] .. '}:' .. sid
@@ -410,6 +471,15 @@ local function renew_groups(group_names, sid, group_prefix, rem)
     if view then views[#views + 1] = {g, view} end
   end
   return views
+end
+-- Mode 'cluster': extends the session's pulse (a key the call declares, so this node serves it) to at
+-- least rem ms, or makes it (the session's home lives: this call comes after its renewal), and
+-- answers its count of lease-set changes ('b:n', see beat): a pulse made anew (the node lost its
+-- state) has another 'b', so the client sees a changed count and lists the session's leases again.
+local function renew_pulse(pulse, rem)
+  beat(pulse, rem)
+  local c = redis.call('HMGET', pulse, 'b', 'n')
+  return c[1] .. ':' .. c[2]
 end
 -- Renews the home of a session (mode 'cluster') for ttl ms: {'live', its ms left, its value (the
 -- number of its last slot registration), its registered slots unless that number is still known_seq
