@@ -70,6 +70,8 @@ interface RenewPlan {
   readonly known: string | undefined
   readonly remaining: number
   readonly ttl: number
+  /** The spacing of the session's renewals the slices were cut for (ms). */
+  readonly spacing: number
   /** How many pulses the session used when the plan was built (the set only grows). */
   readonly pulsesUsed: number
   readonly work: ReadonlyArray<SlotWork>
@@ -282,6 +284,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       known,
       remaining,
       ttl,
+      spacing,
       pulsesUsed: used.size,
       work,
       knownBySlot,
@@ -374,11 +377,13 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       const registrations = listed === 0 && cached !== undefined ? cached.registrations : listed === 0 ? [] : listed
       const previous = lastRenewal.get(sessionId)
       lastRenewal.set(sessionId, startedAt)
+      const spacing = previous === undefined ? ttl / 3 : startedAt - previous
+      // Renewals coming much more often than the plan's slices assumed: smaller slices (planned anew).
       const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
           cached.known === known && cached.remaining === remaining && cached.ttl === ttl &&
-          cached.pulsesUsed === (pulsesInUse.get(sessionId)?.size ?? 0)
+          cached.pulsesUsed === (pulsesInUse.get(sessionId)?.size ?? 0) && spacing * 1.5 > cached.spacing
         ? cached
-        : planFor(sessionId, seq, registrations, groups, known, remaining, ttl, previous === undefined ? ttl / 3 : startedAt - previous)
+        : planFor(sessionId, seq, registrations, groups, known, remaining, ttl, spacing)
       plans.set(sessionId, plan)
       const fresh = plan !== cached
       const { knownBySlot, work } = plan
