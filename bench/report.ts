@@ -329,7 +329,7 @@ const clientTable = (rows: ReadonlyArray<RedisRow>): string => {
     ["`Engine.step` events/s, 10,000 elections, as a share of the rate with 10", r("engine", /^Engine\.step events\/s, 10,000 elections \/ 10/)],
     ["a client holding 10,000 locks (single Redis): renewal round trip, median", r("renew10k", /^keepAlive round trip, median \(single node, 10,000 locks/)],
     ["the same: Redis round trips per renewal", r("renew10k", /^Redis round trips per renewal \(single node, 10,000 locks\)/)],
-    ["the same on a Redis Cluster: round trips per renewal (one per node, the home's first)", r("renew10k", /^Redis round trips per renewal \(Cluster, 10,000 locks\)/)],
+    ["the same on a Redis Cluster: round trips per renewal (one per node, all at once)", r("renew10k", /^Redis round trips per renewal \(Cluster, 10,000 locks\)/)],
     ["the same on a Redis Cluster: renewal round trip, median", r("renew10k", /^keepAlive round trip, median \(Cluster, 10,000 locks/)],
     ["the same on a Redis Cluster: process CPU per renewal, median 1 s slice", r("renew10k", /^process CPU per renewal, idle elections included, median 1 s slice \(Cluster, 10,000 locks\)/)],
     ["a Redis Cluster client in a partition group of 10,000: round trips per renewal", r("renew10k", /^Redis round trips per renewal \(Cluster, 10,000 partitions/)]

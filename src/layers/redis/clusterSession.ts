@@ -70,8 +70,8 @@ interface RenewPlan {
   readonly known: string | undefined
   readonly remaining: number
   readonly ttl: number
-  /** The spacing of the session's renewals the slices were cut for (ms). */
-  readonly spacing: number
+  /** How many slices a pulse's slots were cut into at most (see `sliceCount`). */
+  readonly sliceCount: number
   /** How many pulses the session used when the plan was built (the set only grows). */
   readonly pulsesUsed: number
   readonly work: ReadonlyArray<SlotWork>
@@ -284,7 +284,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       known,
       remaining,
       ttl,
-      spacing,
+      sliceCount: count,
       pulsesUsed: used.size,
       work,
       knownBySlot,
@@ -378,10 +378,12 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       const previous = lastRenewal.get(sessionId)
       lastRenewal.set(sessionId, startedAt)
       const spacing = previous === undefined ? ttl / 3 : startedAt - previous
-      // Renewals coming much more often than the plan's slices assumed: smaller slices (planned anew).
+      // Renewals coming much more often than the plan's slices assumed: smaller slices (planned anew,
+      // only for at least half as many slices again, so a jittery spacing does not plan every time).
       const plan = cached !== undefined && cached.seq === seq && cached.groups === groups.join("\n") &&
           cached.known === known && cached.remaining === remaining && cached.ttl === ttl &&
-          cached.pulsesUsed === (pulsesInUse.get(sessionId)?.size ?? 0) && spacing * 1.5 > cached.spacing
+          cached.pulsesUsed === (pulsesInUse.get(sessionId)?.size ?? 0) &&
+          sliceCount(ttl, spacing) < cached.sliceCount * 1.5
         ? cached
         : planFor(sessionId, seq, registrations, groups, known, remaining, ttl, spacing)
       plans.set(sessionId, plan)
