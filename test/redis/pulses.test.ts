@@ -8,11 +8,13 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
+import { Cluster } from "ioredis"
 import { randomBytes } from "node:crypto"
 import type { AcquireReply, KeepAliveReply } from "../../src/LeaseBackend.js"
 import { marginOf } from "../../src/layers/redis/clusterSession.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import * as Scripts from "../../src/layers/redis/scripts.js"
+import { startPrivateCluster } from "../support/redisServer.js"
 import { modes, rawClient, type RawClient, uniqueName } from "./RedisServers.js"
 
 const k = RedisBackend.keys()
@@ -173,3 +175,70 @@ for (const mode of modes.filter((m) => m.routeBySlot)) {
       }))
   })
 }
+
+describe("Redis pulses: resharding (a private cluster of two masters)", () => {
+  it.scopedLive("a slot moved while its lease is held: renewals go on, the shadow is pointed at its new node's pulse, a crash is taken over when that pulse runs out", () =>
+    Effect.gen(function*() {
+      const servers = yield* Effect.acquireRelease(
+        Effect.promise(() => startPrivateCluster(2)),
+        (started) => Effect.promise(() => Promise.all(started.map((server) => server.stop())))
+      )
+      const admins = yield* Effect.forEach(servers, (server) => rawClient(false, server.port))
+      const ids = yield* Effect.forEach(admins, (admin) => Effect.promise(async () => String(await admin.call("CLUSTER", "MYID"))))
+      const client = yield* Effect.acquireRelease(
+        Effect.sync(() => new Cluster(servers.map((server) => ({ host: "127.0.0.1", port: server.port })))),
+        (cluster) => Effect.promise(() => cluster.quit().catch(() => cluster.disconnect()))
+      )
+      yield* Effect.promise(() => client.ping())
+      const b = yield* RedisBackend.makeWithClient(client, fresh)
+      const ttl = Duration.millis(2000)
+      const holder = yield* b.openSession(ttl)
+      // A lease on the node that is not the home's, off that node's pulse slot (its first).
+      const homeNode = nodeOf(client, RedisBackend.keySlot(k.session(holder.sessionId)))
+      let name = uniqueName("moved")
+      while (nodeOf(client, RedisBackend.keySlot(k.lease(name))) === homeNode || [0, 8192].includes(RedisBackend.keySlot(k.lease(name)))) {
+        name = uniqueName("moved")
+      }
+      const slot = RedisBackend.keySlot(k.lease(name))
+      const from = nodeOf(client, slot) === `127.0.0.1:${servers[0]!.port}` ? 0 : 1
+      const to = 1 - from
+      expect((yield* b.acquire(holder.sessionId, name))._tag).toBe("Granted")
+      let version = live(yield* b.keepAlive(holder.sessionId, ttl)).version
+      // Move the slot with its keys (shadow, lease, holder record) to the other master.
+      yield* Effect.promise(async () => {
+        await admins[to]!.call("CLUSTER", "SETSLOT", String(slot), "IMPORTING", ids[from]!)
+        await admins[from]!.call("CLUSTER", "SETSLOT", String(slot), "MIGRATING", ids[to]!)
+        const keys = await admins[from]!.call("CLUSTER", "GETKEYSINSLOT", String(slot), "100") as Array<string>
+        expect(keys.length).toBeGreaterThanOrEqual(3)
+        await admins[from]!.call("MIGRATE", "127.0.0.1", String(servers[to]!.port), "", "0", "5000", "KEYS", ...keys)
+        for (const admin of admins) await admin.call("CLUSTER", "SETSLOT", String(slot), "NODE", ids[to]!)
+      })
+      // An acquire in the moved slot while the client's table is still the old one: its pulse is on
+      // the old node, unreadable where the script runs (`moved`): the table refreshed, tried again.
+      const other = yield* b.openSession(Duration.seconds(30))
+      let neighbour = uniqueName("neighbour")
+      while (RedisBackend.keySlot(k.lease(neighbour)) !== slot) neighbour = uniqueName("neighbour")
+      expect((yield* b.acquire(other.sessionId, neighbour))._tag).toBe("Granted")
+      const neighbourPulse = yield* Effect.promise(() => client.hget(k.shadow(RedisBackend.slotTag(slot), other.sessionId), "pulse"))
+      expect(yield* Effect.promise(() => admins[to]!.exists(neighbourPulse!))).toBe(1)
+      // Renewals go on; within a few, the shadow names a pulse its new node serves.
+      const shadow = k.shadow(RedisBackend.slotTag(slot), holder.sessionId)
+      // Asked of the new node itself (the client's slot table can be behind, see docs/design.md).
+      const onNewNode = Effect.flatMap(Effect.promise(() => client.hget(shadow, "pulse")), (pulse) =>
+        pulse === null
+          ? Effect.succeed(false)
+          : Effect.promise(() => admins[to]!.exists(pulse).then((n) => n === 1, () => false)))
+      for (let round = 0; round < 10 && !(yield* onNewNode); round++) {
+        yield* Effect.sleep("200 millis")
+        const renewed = live(yield* b.keepAlive(holder.sessionId, ttl, version))
+        if (renewed.leases !== undefined) expect(renewed.leases.map((l) => l.name)).toEqual([name])
+        version = renewed.version
+      }
+      expect(yield* onNewNode).toBe(true)
+      // The holder stops renewing: its lease goes when its pulse runs out (2 s), its shadow lives on.
+      expect((yield* b.acquire(other.sessionId, name))._tag).toBe("HeldBy")
+      yield* Effect.sleep("2500 millis")
+      expect(yield* ms(client, shadow)).toBeGreaterThan(0)
+      expect((yield* b.acquire(other.sessionId, name))._tag).toBe("Granted")
+    }))
+})

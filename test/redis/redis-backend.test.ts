@@ -512,11 +512,12 @@ describe("Redis Cluster: per-slot design", () => {
       yield* Effect.promise(() => client.sadd(`${away}:leases`, "x"))
       yield* Effect.promise(() => client.pexpire(away, 2000))
       const local = k.shadow(RedisBackend.slotTag(here), sessionId)
-      yield* Effect.promise(() => client.hset(local, "ver", "4"))
+      const pulse = k.pulse(RedisBackend.slotTag(here), sessionId)
+      yield* Effect.promise(() => client.hset(local, "ver", "4", "pulse", pulse))
       yield* Effect.promise(() => client.sadd(`${local}:leases`, "y"))
       yield* Effect.promise(() => client.pexpire(local, 2000))
       yield* Effect.promise(() => client.pexpire(`${local}:leases`, 2000))
-      const call = Scripts.renewSlots({ pulse: k.pulse(RedisBackend.slotTag(here), sessionId) }, {
+      const call = Scripts.renewSlots({ pulse }, {
         sessionId,
         remaining: 60_000,
         margin: 0,

@@ -48,7 +48,7 @@ export const renewHomeSlots = define("renewHomeSlots", {
 local reply = renew_home(ttl, knownSeq, home, homeSlots, homeGroups)
 if not reply then return {'expired'} end
 local rem = reply[2]
-reply[6] = renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin))
+reply[6] = renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin), homePulse)
 reply[7] = renew_groups(groupNames, sessionId, groupPrefix, rem)
 reply[8] = renew_pulse(homePulse, rem)
 return reply
@@ -111,7 +111,7 @@ return {leases, views, prune, version}
  * A renewal's call to one node other than the home's: extends the session's `pulse` there for
  * `remaining` ms (or makes it) and answers its count of lease-set changes; for each `tag,known` pair of
  * `slotList` (comma-separated, one argument: a slice of the slots that rely on it, see docs/design.md), when the session's shadow there
- * is on this node with lease-set version `known`, extends the shadow and its set to `remaining` +
+ * is on this node with lease-set version `known` and relies on `pulse`, extends the shadow and its set to `remaining` +
  * `margin` ms (never shortening either); and renews the session's memberships of the groups
  * `groupNames` (comma-separated) of this node. Answers the count, the (1-based) pairs it did not
  * renew, for `renewSlot` to handle one by one (see `renew_unchanged` in the prelude), and the views of
@@ -125,7 +125,7 @@ export const renewSlots = define("renewSlots", {
 }, `
 local rem = tonumber(remaining)
 local count = renew_pulse(pulse, rem)
-return {count, renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin)), renew_groups(groupNames, sessionId, groupPrefix, rem)}
+return {count, renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin), pulse), renew_groups(groupNames, sessionId, groupPrefix, rem)}
 `)
 
 /**

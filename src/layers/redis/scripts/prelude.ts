@@ -441,19 +441,20 @@ end
 -- The unchanged case of a renewal, for many slots of the node this script runs on (mode 'cluster',
 -- scripts flagged allow-cross-slot-keys): for each 'tag, known' pair of slots, when sid's shadow
 -- there is on this node with lease-set version known (the same non-empty set the client read: every
--- change bumps it), extends the shadow and its set to at least keep ms (the home's time left and the
--- margin, see renewSlots). Answers the (1-based) pairs
+-- change bumps it) relying on pulse (the one this call renews), extends the shadow and its set to at
+-- least keep ms (the home's time left and the margin, see renewSlots). A shadow relying on another
+-- pulse (its slot moved here from another node) is answered back: its renewSlot points it at this one. Answers the (1-based) pairs
 -- it did not renew: a shadow missing or changed, or on a slot this node does not serve (resharding:
 -- the access is an error redis.pcall returns, and nothing of that slot is written).
-local function renew_unchanged(slots, sid, shadow_base, keep)
+local function renew_unchanged(slots, sid, shadow_base, keep, pulse)
   local others = {}
   local function lasts(key)
     return redis.call('PEXPIRE', key, keep, 'GT') == 1 or redis.call('EXISTS', key) == 1
   end
   for i = 1, #slots, 2 do
     local shadow = shadow_base .. slots[i] .. '}:' .. sid
-    local version = redis.pcall('HGET', shadow, 'ver')
-    if not (type(version) == 'string' and version == slots[i + 1] and lasts(shadow) and lasts(shadow .. ':leases')) then
+    local s = redis.pcall('HMGET', shadow, 'ver', 'pulse')
+    if not (s[1] == slots[i + 1] and s[2] == pulse and lasts(shadow) and lasts(shadow .. ':leases')) then
       others[#others + 1] = (i + 1) / 2
     end
   end
