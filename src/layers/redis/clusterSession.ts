@@ -1,11 +1,11 @@
 /**
- * Cluster: a session's renewal and close (docs/design.md, "Redis Cluster: per-slot shadows and pulses"). A renewal is the
- * home's call, which also renews the session's pulse on the home's node, then one `renewSlots` call
- * per other pulse the session uses: each extends its pulse and walks one slice of the shadows relying
- * on it (all of them when the plan is new or a slice is due), so an unchanged renewal costs one call
- * per node and a slice of the slots; a slot whose lease set changed, or that a call did not renew,
- * gets a `renewSlot` call of its own. The renewal's plan is kept per session while nothing it was
- * built from changed.
+ * Cluster: a session's renewal and close (docs/design.md, "Redis Cluster: per-slot shadows and
+ * pulses"). A renewal is, at once, the home's call, which also renews the session's pulse on the
+ * home's node, and one `renewSlots` call per other pulse: each extends its pulse and walks one slice
+ * of the shadows relying on it (all of them when the plan is new or a slice is due), so an unchanged
+ * renewal costs one call per node and a slice of the slots; a slot whose lease set changed, or that a
+ * call did not renew, gets a `renewSlot` call of its own. The renewal's plan is kept per session
+ * while nothing it was built from changed.
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -235,14 +235,17 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
     const work = slotWork(registrations, groups)
     const [knownBySlot, knownCounts] = splitVersion(known)
     const used = pulsesInUse.get(sessionId) ?? new Set<string>()
-    // By the pulse the client renews for their node: the slots whose lease set the client knows (or
-    // that hold no lease), with the groups in them; the rest go one call each.
+    // By the pulse of their node: the slots whose lease set the client knows (or that hold no lease),
+    // with the groups in them (a shadow relying on another pulse is answered back and pointed at this
+    // one); the rest go one call each. Every pulse in use gets a call, with or without slots.
     const byPulse = new Map<string, Array<number>>([[sessionId, []]])
     for (const tag of used) byPulse.set(tag, [])
     work.forEach((w, i) => {
       const tag = pulseTag(sessionId, w.slot)
-      if ((w.registration !== "" && !knownBySlot.get(w.tag)) || tag === undefined || !used.has(tag) && tag !== sessionId) return
-      byPulse.get(tag)!.push(i)
+      if (tag === undefined || (w.registration !== "" && !knownBySlot.get(w.tag))) return
+      const positions = byPulse.get(tag)
+      if (positions === undefined) byPulse.set(tag, [i])
+      else positions.push(i)
     })
     const margin = marginOf(ttl)
     const count = sliceCount(ttl, spacing)
@@ -250,9 +253,9 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       const slotPositions = positions.filter((i) => work[i]!.registration !== "")
       const groupNames = positions.flatMap((i) => work[i]!.groups).join(",")
       const slice = (at: ReadonlyArray<number>): Slice => {
-        const slots = at.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!])
+        const slotList = at.flatMap((i) => [work[i]!.tag, knownBySlot.get(work[i]!.tag)!]).join(",")
         return {
-          slotList: slots.join(","),
+          slotList,
           slotPositions: at,
           call: Scripts.renewSlots({ pulse: k.pulse(tag, sessionId) }, {
             sessionId,
@@ -261,7 +264,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
             shadowBase: k.shadowBase,
             groupPrefix: k.groupPrefix,
             groupNames,
-            slotList: slots.join(",")
+            slotList
           })
         }
       }
@@ -314,9 +317,10 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
   }
 
   /**
-   * Cluster: the home first, with its pulse and the next slice of the slots relying on it (its slot
-   * list only when it changed), then one `renewSlots` call per other pulse with its slice, the groups
-   * on its node included; the slots a call did not renew (moved, changed) and those the plan could not
+   * Cluster: the home, with its pulse and the next slice of the slots relying on it (its slot list
+   * only when it changed), and one `renewSlots` call per other pulse with its slice, the groups on its
+   * node included, all at once (after the home when the plan is new); the slots a call did not renew
+   * (moved, changed) and those the plan could not
    * place get one `renewSlot` call each; all are extended to the home's time left (shadows by the
    * margin more), listing their leases unless their set is still the version `known` names there.
    * When every pulse's count and every slot asked is still as `known` names them, no lease is listed;
