@@ -76,7 +76,7 @@ local now = #groups > 0 and now_ms() or 0
 local leases, prune, version = {}, '', ''
 if registration ~= '' then
   if redis.call('EXISTS', shadow) == 1 then
-    if beat(pulse, rem) then point(shadow, pulse) end
+    rely_on(shadow, pulse, rem)
     extend(shadow, keep)
     extend(shadowLeases, keep)
     version = redis.call('HGET', shadow, 'ver') or ''

@@ -98,3 +98,22 @@ export const define = <
   const names = [...keys, ...args, ...(restKeys === undefined ? [] : [restKeys]), ...(restArgs === undefined ? [] : [restArgs])]
   return Object.assign(call, { script, params: names })
 }
+
+/**
+ * A lease script as both modes run it: `node` plain (one server, any Redis version), `cluster` the
+ * same body flagged `allow-cross-slot-keys` (named `<name>InCluster`), since in a cluster it reads
+ * sessions' pulses in other slots of its node.
+ */
+export const defineInModes = <
+  const Keys extends ReadonlyArray<string>,
+  const Args extends ReadonlyArray<string>,
+  A,
+  I
+>(
+  name: string,
+  params: { readonly keys: Keys; readonly args: Args; readonly reply: Schema.Schema<A, I> },
+  body: string
+) => ({
+  node: define(name, params, body),
+  cluster: define(`${name}InCluster`, { ...params, flags: ["allow-cross-slot-keys"] }, body)
+})

@@ -4,7 +4,7 @@
  * session key, or its shadow in the lease's slot) comes in as keys and the mode as an argument.
  */
 import * as Replies from "../replies.js"
-import { define } from "./define.js"
+import { define, defineInModes } from "./define.js"
 
 const acquireParams = {
   keys: ["lease", "queue", "holder", "holderLeases", "marker"],
@@ -26,9 +26,8 @@ else
   own = tonumber(homeRemaining)
   -- The pulse the client renews for this slot's node: unreadable here, the client's slot table is
   -- behind a resharding (it refreshes it and tries again).
-  if not beat(pulse, own) then return {'moved'} end
+  if not rely_on(holder, pulse, own) then return {'moved'} end
   if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
-  point(holder, pulse)
   -- The shadow outlives the home by the margin: the fallback where its pulse cannot be read.
   keep = extend(holder, own + tonumber(margin))
 end
@@ -42,13 +41,13 @@ return acquire(lease, queue, holderLeases, sessionId, name, own, keep, holders)
  * `cluster`, with the registration number and the home's time left that `register` answered, the
  * session's pulse on the slot's node and the shadow's margin; see `acquireInCluster`).
  */
-export const acquire = define("acquire", acquireParams, acquireBody)
-
+const acquireInModes = defineInModes("acquire", acquireParams, acquireBody)
+export const acquire = acquireInModes.node
 /**
  * `acquire` for mode `cluster`, flagged `allow-cross-slot-keys` (Redis 7): the pulses of the holder
  * and of the waiters are keys of other slots of the same node.
  */
-export const acquireInCluster = define("acquireInCluster", { ...acquireParams, flags: ["allow-cross-slot-keys"] }, acquireBody)
+export const acquireInCluster = acquireInModes.cluster
 
 /**
  * Releases the lease if the session holds it with exactly `token`, and hands it off (see `acquire`;
@@ -68,10 +67,10 @@ changed(holders, holder)
 hand_off(lease, queue, name, holders, h[2], h[3], true)
 return 1
 `
-export const release = define("release", releaseParams, releaseBody)
-
+const releaseInModes = defineInModes("release", releaseParams, releaseBody)
+export const release = releaseInModes.node
 /** `release` for mode `cluster`, flagged as `acquireInCluster` is. */
-export const releaseInCluster = define("releaseInCluster", { ...releaseParams, flags: ["allow-cross-slot-keys"] }, releaseBody)
+export const releaseInCluster = releaseInModes.cluster
 
 /**
  * The session no longer waits for the lease: it leaves the queue; a reservation it had on the free
@@ -91,10 +90,10 @@ if h[2] == sessionId then
 end
 return removed
 `
-export const withdraw = define("withdraw", withdrawParams, withdrawBody)
-
+const withdrawInModes = defineInModes("withdraw", withdrawParams, withdrawBody)
+export const withdraw = withdrawInModes.node
 /** `withdraw` for mode `cluster`, flagged as `acquireInCluster` is. */
-export const withdrawInCluster = define("withdrawInCluster", { ...withdrawParams, flags: ["allow-cross-slot-keys"] }, withdrawBody)
+export const withdrawInCluster = withdrawInModes.cluster
 
 /**
  * Creates the boot marker (of the store, or of one slot) unless it exists, with grants resuming at

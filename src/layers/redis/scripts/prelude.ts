@@ -181,13 +181,16 @@ local function beat(pulse, own)
   end
   return true
 end
--- Mode 'cluster': the shadow relies on pulse (beaten) from now on. A shadow holding leases that
+-- Mode 'cluster': the shadow relies on pulse from now on (made or extended to own ms, see beat);
+-- false, and nothing written, when this node cannot read the pulse. A shadow holding leases that
 -- moves to another pulse counts as a change there: a client that does not know that pulse yet lists
 -- the set again (it takes a pulse it has not seen with no change counted as relying on nothing).
-local function point(shadow, pulse)
-  if redis.call('HGET', shadow, 'pulse') == pulse then return end
+local function rely_on(shadow, pulse, own)
+  if not beat(pulse, own) then return false end
+  if redis.call('HGET', shadow, 'pulse') == pulse then return true end
   redis.call('HSET', shadow, 'pulse', pulse)
   if redis.call('SCARD', shadow .. ':leases') > 0 then redis.call('HINCRBY', pulse, 'n', 1) end
+  return true
 end
 -- A new version of the session's lease set in this slot (mode 'cluster'): the shadow's 'ver', which
 -- renewals compare with the client's, and, unless a renewal makes the change (it lists the set
