@@ -137,8 +137,14 @@ export const KeepAliveReply = Data.taggedEnum<KeepAliveReply>()
 
 /** Answer to `acquire`. */
 export type AcquireReply = Data.TaggedEnum<{
-  /** The session now holds the lease with this fencing token (> 0, above every earlier token of the name). */
-  Granted: { readonly token: bigint }
+  /**
+   * The session now holds the lease with this fencing token (> 0, above every earlier token of the
+   * name). `reserved` (an acquire that asked to `reserve` tokens): the grant's block, the tokens
+   * `token - reserved + 1` to `token`, all above every earlier token of the name and below every
+   * later one, for a client that caches the lease to give its bodies without a round trip (the lease
+   * is held, released and listed with `token`, the block's last). Absent: a block of one.
+   */
+  Granted: { readonly token: bigint; readonly reserved?: number | undefined }
   /**
    * Another session holds it. `remaining`, where the backend knows it, is how long the holder's
    * session has left on the backend's clock (so a candidate can try again just after it).
@@ -171,6 +177,12 @@ export type Hint = Data.TaggedEnum<{
   Granted: { readonly name: string; readonly to: string; readonly token: bigint }
   /** The membership of `group` changed. */
   GroupChanged: { readonly group: string }
+  /**
+   * Another session queued for the lease `name` that the session `holder` holds with a reservation
+   * (a cached lease): its client gives the lease up as soon as no body of its own runs. Advisory: a
+   * lost message costs the waiter at most the cache's `keep`.
+   */
+  Wanted: { readonly name: string; readonly holder: string }
 }>
 export const Hint = Data.taggedEnum<Hint>()
 
@@ -192,8 +204,12 @@ export interface LeaseBackendService {
   ) => Effect.Effect<KeepAliveReply, BackendError>
   /** Close the session: release all its leases and leave all its groups. A no-op for an unknown session. */
   readonly closeSession: (sessionId: string) => Effect.Effect<void, BackendError>
-  /** Try to take the lease `name` for the session. */
-  readonly acquire: (sessionId: string, name: string) => Effect.Effect<AcquireReply, BackendError>
+  /**
+   * Try to take the lease `name` for the session. `reserve` (1 to `maxReserve`, default 1): reserve
+   * a block of that many tokens with a grant (see `AcquireReply.Granted`); a store may grant fewer,
+   * down to one. A session that already holds the lease is answered its token, with no new block.
+   */
+  readonly acquire: (sessionId: string, name: string, reserve?: number) => Effect.Effect<AcquireReply, BackendError>
   /** Release the lease `name`: a no-op unless the session still holds it with exactly `token`. */
   readonly release: (sessionId: string, name: string, token: bigint) => Effect.Effect<void, BackendError>
   /**
@@ -296,7 +312,9 @@ export interface DirectCalls {
   readonly keepAlive?:
     | ((context: CallContext, sessionId: string, ttlMillis: number, known: string | undefined, done: Done<KeepAliveReply>) => void)
     | undefined
-  readonly acquire?: ((context: CallContext, sessionId: string, name: string, done: Done<AcquireReply>) => void) | undefined
+  readonly acquire?:
+    | ((context: CallContext, sessionId: string, name: string, reserve: number, done: Done<AcquireReply>) => void)
+    | undefined
   readonly release?: ((context: CallContext, sessionId: string, name: string, token: bigint, done: Done<void>) => void) | undefined
 }
 
@@ -305,7 +323,9 @@ export interface StoreDirect {
   readonly keepAlive?:
     | ((sessionId: string, ttlMillis: number, known: string | undefined, done: (answer: Either.Either<KeepAliveReply, unknown>) => void) => void)
     | undefined
-  readonly acquire?: ((sessionId: string, name: string, done: (answer: Either.Either<AcquireReply, unknown>) => void) => void) | undefined
+  readonly acquire?:
+    | ((sessionId: string, name: string, reserve: number, done: (answer: Either.Either<AcquireReply, unknown>) => void) => void)
+    | undefined
   readonly release?: ((sessionId: string, name: string, token: bigint, done: (answer: Either.Either<void, unknown>) => void) => void) | undefined
 }
 
@@ -360,7 +380,8 @@ export interface Store {
     known: string | undefined
   ) => Effect.Effect<KeepAliveReply, unknown>
   readonly closeSession: (sessionId: string) => Effect.Effect<void, unknown>
-  readonly acquire: (sessionId: string, name: string) => Effect.Effect<AcquireReply, unknown>
+  /** `reserve`: checked, 1 when the caller asked for none; a store that keeps no blocks ignores it. */
+  readonly acquire: (sessionId: string, name: string, reserve: number) => Effect.Effect<AcquireReply, unknown>
   readonly release: (sessionId: string, name: string, token: bigint) => Effect.Effect<void, unknown>
   /** See `LeaseBackendService.withdraw`. Default: a no-op, for a store that keeps no waiter queue. */
   readonly withdraw?: ((sessionId: string, name: string) => Effect.Effect<void, unknown>) | undefined
@@ -376,6 +397,13 @@ export interface Store {
   /** See `LeaseBackendService.inspect`; any order (`make` sorts). Default: absent. */
   readonly inspect?: Effect.Effect<Inventory, unknown> | undefined
 }
+
+/**
+ * The most tokens one grant may reserve (`acquire`'s `reserve`): a crash of a caching client wastes
+ * at most this many, and tokens (about 2^51 now, floored by the stores' clocks in microseconds) stay
+ * far below 2^63, the limit of the SQL `bigint` fence columns.
+ */
+export const maxReserve = 1024
 
 /** The operations of the SPI, as named in errors, spans and metrics. */
 export type Operation = Exclude<keyof LeaseBackendService, "backend" | "hints">
@@ -418,6 +446,18 @@ export const make = (store: Store): LeaseBackendService => {
     const rule = nameRule(name)
     return rule === undefined ? f() : invalid(operation, rule)
   }
+  const reserveRule = (reserve: number): string | undefined =>
+    Number.isInteger(reserve) && reserve >= 1 && reserve <= maxReserve
+      ? undefined
+      : `reserve must be a whole number from 1 to ${maxReserve} (got ${reserve})`
+  /** What is wrong with a grant's block (`undefined`: nothing): never more than asked, at least one. */
+  const overReserved = (reply: AcquireReply, reserve: number): string | undefined => {
+    if (reply._tag !== "Granted" || reply.reserved === undefined) return undefined
+    const { reserved } = reply
+    return Number.isInteger(reserved) && reserved >= 1 && reserved <= reserve && BigInt(reserved) <= reply.token
+      ? undefined
+      : `the grant reserves ${reserved} tokens up to ${reply.token}, but ${reserve} were asked for`
+  }
   /** What is wrong with a `Live` reply that omits a lease list the client needs (`undefined`: nothing). */
   const omitsLeases = (reply: KeepAliveReply, known: string | undefined): string | undefined =>
     reply._tag === "Live" && reply.leases === undefined && (known === undefined || known !== reply.version)
@@ -447,12 +487,21 @@ export const make = (store: Store): LeaseBackendService => {
       })
     })
   const storeAcquire = direct?.acquire
-  const acquireDirect: DirectCalls["acquire"] = storeAcquire === undefined ? undefined : (context, sessionId, name, done) =>
+  const acquireDirect: DirectCalls["acquire"] = storeAcquire === undefined ? undefined : (
+    context,
+    sessionId,
+    name,
+    reserve,
+    done
+  ) =>
     acquiring.direct(context, done, (answer) => {
-      const rule = nameRule(name)
+      const rule = nameRule(name) ?? reserveRule(reserve)
       if (rule !== undefined) return answer(Either.left(problem("acquire", rule)))
       if (!isSessionId(sessionId)) return answer(Either.right(AcquireReply.Expired()))
-      storeAcquire(sessionId, name, answer)
+      storeAcquire(sessionId, name, reserve, (reply) => {
+        const wrong = Either.isRight(reply) ? overReserved(reply.right, reserve) : undefined
+        answer(wrong === undefined ? reply : Either.left(problem("acquire", wrong)))
+      })
     })
   const storeRelease = direct?.release
   const releaseDirect: DirectCalls["release"] = storeRelease === undefined ? undefined : (context, sessionId, name, token, done) =>
@@ -479,8 +528,16 @@ export const make = (store: Store): LeaseBackendService => {
     ),
     closeSession: (sessionId) => closing.effect(isSessionId(sessionId) ? store.closeSession(sessionId) : Effect.void),
     acquire: withDirect(
-      (sessionId: string, name: string) =>
-        acquiring.effect(withName("acquire", name, () => isSessionId(sessionId) ? store.acquire(sessionId, name) : acquireExpired)),
+      (sessionId: string, name: string, reserve = 1) =>
+        acquiring.effect(withName("acquire", name, () => {
+          const rule = reserveRule(reserve)
+          if (rule !== undefined) return invalid("acquire", rule)
+          if (!isSessionId(sessionId)) return acquireExpired
+          return Effect.flatMap(store.acquire(sessionId, name, reserve), (reply) => {
+            const wrong = overReserved(reply, reserve)
+            return wrong === undefined ? Effect.succeed(reply) : invalid("acquire", wrong)
+          })
+        })),
       acquireDirect
     ),
     release: withDirect(

@@ -63,6 +63,15 @@ export interface LockOptions {
    * the lock, such as telling it to go ahead.
    */
   readonly awaitRelease?: boolean | undefined
+  /**
+   * Lock caching (docs/locks.md, "Lock caching"): after the body, keep the lease for up to this long
+   * while no other session asks for it, so the next lock of this name in this client starts its body
+   * without a round trip, with its own term and a fencing token above every earlier one. Another
+   * session that asks is queued and the lease goes to it as soon as no body of this client runs.
+   * Default: the client's `lockKeep` (0: off); capped at the lease duration; ignored with
+   * `awaitRelease`, which asks for the release itself.
+   */
+  readonly keep?: Duration.DurationInput | undefined
 }
 
 /**

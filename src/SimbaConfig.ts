@@ -30,6 +30,11 @@ export interface SimbaConfigInput {
   readonly minBackoff?: Options.DurationOption | undefined
   /** The lowest level of the client's lifecycle logs (docs/operations.md, "Logs"); "None" silences them. Default "Info". */
   readonly logLevel?: LogLevelName | undefined
+  /**
+   * The `keep` of every lock of this client that does not set its own (docs/locks.md, "Lock
+   * caching"): how long a lock's lease stays cached after its body. Default 0: off.
+   */
+  readonly lockKeep?: Options.DurationOption | undefined
 }
 
 /** The log levels `logLevel` accepts (`LogLevel.Literal`). */
@@ -48,7 +53,8 @@ export class SimbaConfig extends Schema.Class<SimbaConfig>("SimbaConfig")({
   margin: Schema.Number.pipe(Schema.finite(), Schema.nonNegative({ message: () => "must not be negative" })),
   retryJitter: Schema.Number.pipe(Schema.finite(), Schema.nonNegative({ message: () => "must not be negative" })),
   minBackoff: Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "must be positive" })),
-  logLevel: Schema.Literal(...logLevels).annotations({ message: () => `must be one of ${logLevels.join(", ")}` })
+  logLevel: Schema.Literal(...logLevels).annotations({ message: () => `must be one of ${logLevels.join(", ")}` }),
+  lockKeep: Schema.Number.pipe(Schema.finite(), Schema.nonNegative({ message: () => "must not be negative" }))
 }) {}
 
 const decodeFields = Schema.decodeUnknownEither(SimbaConfig)
@@ -75,7 +81,8 @@ export const variables: Readonly<Record<string, string>> = {
   drift: "SIMBA_DRIFT",
   margin: "SIMBA_MARGIN",
   retryJitter: "SIMBA_RETRY_JITTER",
-  minBackoff: "SIMBA_MIN_BACKOFF"
+  minBackoff: "SIMBA_MIN_BACKOFF",
+  lockKeep: "SIMBA_LOCK_KEEP"
 }
 
 const positive = { least: 0, strict: true } as const
@@ -97,8 +104,9 @@ export const make = (input: SimbaConfigInput = {}): Effect.Effect<SimbaConfig, S
     const minBackoff = yield* check.duration("minBackoff", input.minBackoff, 100, positive)
     const drift = input.drift ?? 0.01
     const logLevel = input.logLevel ?? "Info"
+    const lockKeep = yield* check.duration("lockKeep", input.lockKeep, 0, nonNegative)
     const config = yield* Either.mapLeft(
-      decodeFields({ leaseDuration, renewInterval, drift, margin, retryJitter, minBackoff, logLevel }),
+      decodeFields({ leaseDuration, renewInterval, drift, margin, retryJitter, minBackoff, logLevel, lockKeep }),
       (error) => {
         const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
         const field = String(issue?.path[0] ?? "config")
@@ -135,7 +143,7 @@ const parseDrift = (text: string) =>
 
 /**
  * Reads `SIMBA_LEASE_DURATION`, `SIMBA_RENEW_INTERVAL`, `SIMBA_DRIFT`, `SIMBA_MARGIN`,
- * `SIMBA_RETRY_JITTER`, `SIMBA_MIN_BACKOFF`, `SIMBA_LOG_LEVEL`; unset ones keep their defaults.
+ * `SIMBA_RETRY_JITTER`, `SIMBA_MIN_BACKOFF`, `SIMBA_LOCK_KEEP`, `SIMBA_LOG_LEVEL`; unset ones keep their defaults.
  * Durations need a unit (`8s`, `500ms`, `2m`, `1.5s`, `15 seconds`): a bare number other than `0` is
  * refused. Reading never fails on a variable's text: `make` refuses a malformed or invalid one with a
  * `SimbaConfigError` naming the variable, its value and the rule.
@@ -147,6 +155,7 @@ export const config: Config.Config<SimbaConfigInput> = Options.fromEnv({
   margin: Options.duration(variables.margin!),
   retryJitter: Options.duration(variables.retryJitter!),
   minBackoff: Options.duration(variables.minBackoff!),
+  lockKeep: Options.duration(variables.lockKeep!),
   logLevel: Options.variable("SIMBA_LOG_LEVEL", Options.parseLiteral(logLevels))
 })
 

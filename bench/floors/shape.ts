@@ -52,7 +52,7 @@ const send = (redis: Redis, call: Scripts.Call<unknown>) =>
 export const scriptsBare = (redis: Redis, keyPrefix: string, sessionId: string): BarePair => {
   const { leaseKeys, shared } = bareArgs(keyPrefix, sessionId)
   return async (name) => {
-    const acquire = Scripts.acquire(leaseKeys(name), { ...shared, name, registration: "", homeRemaining: "", pulse: "", margin: 0 })
+    const acquire = Scripts.acquire(leaseKeys(name), { ...shared, name, registration: "", homeRemaining: "", pulse: "", margin: 0, block: 1 })
     const granted = await send(redis, acquire) as Array<unknown>
     if (granted[0] !== "granted") throw new Error(`scriptsBare: not granted: ${JSON.stringify(granted)}`)
     await send(redis, Scripts.release(leaseKeys(name), { ...shared, name, token: String(granted[1]) }))
@@ -94,7 +94,7 @@ export const bareLocker = async (
   await subscriber.subscribe(channel)
   return {
     lock: async (name) => {
-      const reply = await send(redis, Scripts.acquire(leaseKeys(name), { ...shared, name, registration: "", homeRemaining: "", pulse: "", margin: 0 })) as Array<unknown>
+      const reply = await send(redis, Scripts.acquire(leaseKeys(name), { ...shared, name, registration: "", homeRemaining: "", pulse: "", margin: 0, block: 1 })) as Array<unknown>
       if (reply[0] === "granted") return String(reply[1])
       if (reply[0] !== "held") throw new Error(`bareLocker: ${JSON.stringify(reply)}`)
       const handed = early.get(name)

@@ -2,7 +2,7 @@
 // close the session once they are gone (`maybeFinishClose` in `finish.ts`), and the reply that
 // completes the closes waiting for it.
 import { edit, type Step } from "./context.js"
-import { beginStop } from "./elections.js"
+import { beginStop, endCached } from "./elections.js"
 import { finishClose, maybeFinishClose } from "./finish.js"
 import { leave } from "./partitions.js"
 import type { Request } from "./types.js"
@@ -16,6 +16,7 @@ export const close = (s: Step, completion: number): void => {
   s.closing = [completion]
   for (const g of Array.from(s.groups.values())) leave(s, g.handle, undefined)
   for (const e of Array.from(s.elections.values())) beginStop(s, edit(s, e), "stop", "STOPPED")
+  for (const name of Array.from(s.cached.keys())) endCached(s, name)
   maybeFinishClose(s)
 }
 

@@ -6,6 +6,7 @@ import * as Session from "../Session.js"
 import { SimbaEvent } from "../SimbaEvent.js"
 import type { ElectionStatus } from "../SimbaEvent.js"
 import type {
+  CachedLease,
   Command,
   ElectionKind,
   ElectionState,
@@ -41,6 +42,7 @@ export interface Step {
   readonly edited: Map<number, Writable<ElectionState>>
   electionsByName: OrderedMap<string, ReadonlyArray<number>>
   groups: Map<number, Mutable<GroupState>>
+  cached: OrderedMap<string, CachedLease>
   timers: OrderedMap<string, number>
   nextId: number
   rng: number
@@ -75,7 +77,9 @@ const copyElection = (e: ElectionState): Writable<ElectionState> => {
     cooldownUntil: e.cooldownUntil,
     afterHandover: e.afterHandover,
     waiters: e.waiters,
-    tryCompletion: e.tryCompletion
+    tryCompletion: e.tryCompletion,
+    keep: e.keep,
+    wantedElsewhere: e.wantedElsewhere
   }
   return copy as Writable<ElectionState>
 }

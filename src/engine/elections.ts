@@ -32,14 +32,17 @@ import {
   type Step,
   type Writable
 } from "./context.js"
+import { dropCached, firstOfBlock, keepCached, reservedTokens } from "./caching.js"
 import { maybeFinishClose, maybeFinishLeave } from "./finish.js"
 import { openSession, sessionUsable } from "./session.js"
 import { aboveSeen, observe, quietUntil, retireName, reviveName } from "./tokens.js"
-import type { ElectionState, Event, Outcome, Request } from "./types.js"
+import type { ElectionState, Event, Outcome, Request, TermState } from "./types.js"
 
 export const newElection = (
   s: Step,
-  fields: Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork" | "tryCompletion">
+  fields:
+    & Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork" | "tryCompletion">
+    & { readonly keep?: number | undefined }
 ): Writable<ElectionState> => {
   // Every field written here, in one order (no spread, none added later): one object shape for all
   // elections, which keeps the engine's property reads monomorphic.
@@ -59,7 +62,9 @@ export const newElection = (
     cooldownUntil: 0,
     afterHandover: "stop",
     waiters: [],
-    tryCompletion: fields.tryCompletion
+    tryCompletion: fields.tryCompletion,
+    keep: fields.keep ?? 0,
+    wantedElsewhere: false
   }
   const e = created as Writable<ElectionState>
   addElection(s, e)
@@ -89,7 +94,8 @@ export const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
     group: undefined,
     partition: undefined,
     hasWork: ev.hasWork,
-    tryCompletion: ev.tryCompletion
+    tryCompletion: ev.tryCompletion,
+    keep: ev.kind === "lock" && ev.keep !== undefined && ev.keep > 0 ? ev.keep : 0
   })
   complete(s, ev.completion, ok)
   if (same.length > 0) {
@@ -111,8 +117,18 @@ export const tryAcquire = (s: Step, current: ElectionState): void => {
   if (s.now < quiet) return e.tryCompletion !== undefined ? remove(s, edit(s, e)) : arm(s, retryKey(e.handle), quiet)
   disarm(s, retryKey(e.handle))
   const w = edit(s, e)
+  // A lease this client keeps cached: the term starts now, with the next token of its block.
+  const cached = dropCached(s, e.name)
+  if (cached !== undefined && cached.sessionSeq === s.session.seq && s.closing === undefined) {
+    return adopt(s, w, cached.leaseToken, cached.next, cached)
+  }
   w.hinted = false
-  w.attempt = call(s, { _tag: "Acquire", sessionId: s.session.id, name: e.name })
+  w.attempt = call(
+    s,
+    e.keep > 0
+      ? { _tag: "Acquire", sessionId: s.session.id, name: e.name, reserve: reservedTokens }
+      : { _tag: "Acquire", sessionId: s.session.id, name: e.name }
+  )
 }
 
 export const scheduleRetry = (s: Step, e: Writable<ElectionState>, sentAt: number, holderRemaining?: number): void => {
@@ -137,9 +153,10 @@ export const onAcquire = (
     // both be granted the same token, and releasing it would free the current term's lease.
     if (response._tag === "Granted") {
       const { token } = response
-      const ours = find(electionsNamed(s, request.name), (x) =>
-        x.term?.sessionId === request.sessionId && x.term.token === token
-      ) !== undefined
+      const ours = s.cached.get(request.name)?.leaseToken === token ||
+        find(electionsNamed(s, request.name), (x) =>
+          x.term?.sessionId === request.sessionId && x.term.leaseToken === token
+        ) !== undefined
       if (!ours) giveBack(s, request.sessionId, request.name, token)
     } else if (response._tag === "HeldBy" && request.sessionId === s.session.id && !wanted(s, request.name)) {
       // An abandoned attempt may have queued the session after the election withdrew: withdraw again.
@@ -156,7 +173,8 @@ export const onAcquire = (
       const current = request.sessionId === s.session.id && sessionUsable(s)
       observe(s, e.name, response.token, request.sessionId, ev.requestId)
       if (current && aboveReleased(s, e.name, response.token) && s.now >= quietUntil(s, e.name)) {
-        return adopt(s, e, response.token)
+        const reserved = request.reserve === undefined ? undefined : response.reserved
+        return adopt(s, e, response.token, firstOfBlock(response.token, reserved))
       }
       giveBack(s, request.sessionId, request.name, response.token)
       return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
@@ -183,18 +201,30 @@ export const see = (s: Step, e: ElectionState, token: bigint | undefined): void 
   if (token !== undefined && (e.seenToken === undefined || token > e.seenToken)) edit(s, e).seenToken = token
 }
 
-export const adopt = (s: Step, e: Writable<ElectionState>, token: bigint): void => {
+/**
+ * A term of the lease the session holds with `leaseToken`: granted now, or (`cached`) kept since an
+ * earlier term. `token` is the term's own: the lease's, or the next of the lease's block.
+ */
+export const adopt = (
+  s: Step,
+  e: Writable<ElectionState>,
+  leaseToken: bigint,
+  token = leaseToken,
+  cached?: { readonly leaseSince: number; readonly adoptedSeq: number }
+): void => {
   const sessionId = s.session.id as string
   const termId = nextId(s)
-  observe(s, e.name, token, sessionId)
-  see(s, e, token)
+  observe(s, e.name, leaseToken, sessionId)
+  see(s, e, leaseToken)
   e.queuedAs = undefined
   e.term = {
     termId,
     token,
+    leaseToken,
+    leaseSince: cached?.leaseSince ?? s.now,
     sessionId,
     sessionSeq: s.session.seq,
-    adoptedSeq: termId,
+    adoptedSeq: cached?.adoptedSeq ?? termId,
     workRunning: e.hasWork,
     revoked: false
   }
@@ -205,6 +235,7 @@ export const adopt = (s: Step, e: Writable<ElectionState>, token: bigint): void 
     termId,
     name: e.name,
     token,
+    leaseToken,
     sessionId,
     sessionSeq: s.session.seq,
     kind: e.kind,
@@ -229,12 +260,46 @@ export const revoke = (s: Step, e: Writable<ElectionState>, reason: RevokeReason
   publish(s, SimbaEvent.Revoked({ name: e.name, token: term.token, reason }), e.kind)
 }
 
-/** Rule 2, second half: release with the term's token, after revocation. */
+/**
+ * Rule 2, second half: release with the lease's token, after revocation; or, for a lock with `keep`,
+ * keep the lease cached (see `caches`).
+ */
 export const releaseLease = (s: Step, e: Writable<ElectionState>, completion?: number): void => {
   const term = e.term
   if (term === undefined) return
   e.term = undefined
-  giveBack(s, term.sessionId, e.name, term.token, completion)
+  if (completion === undefined && caches(s, e, term)) return keepCached(s, e.name, term, e.keep)
+  giveBack(s, term.sessionId, e.name, term.leaseToken, completion)
+}
+
+/**
+ * Whether a lock's lease stays cached after its term: the lock asked to `keep` it, nobody else asked
+ * for it, its block has a token left, the session is live and not closing, no regression is being
+ * waited out, and the lease was granted less than `max(keep, renew interval)` ago (so a waiter whose
+ * `Wanted` message was lost waits for a bounded time, however often this client takes the name).
+ */
+const caches = (s: Step, e: ElectionState, term: TermState): boolean =>
+  e.keep > 0 && !e.wantedElsewhere && term.token < term.leaseToken && term.sessionSeq === s.session.seq &&
+  term.sessionId === s.session.id && s.session.status === "LIVE" && sessionUsable(s) && s.closing === undefined &&
+  s.now < term.leaseSince + Math.max(e.keep, s.session.every) && s.now >= quietUntil(s, e.name)
+
+/** Releases the cached lease of `name` (`keep` passed, someone wants it, the client closes). */
+export const endCached = (s: Step, name: string): void => {
+  const cached = dropCached(s, name)
+  if (cached === undefined) return
+  if (cached.sessionSeq === s.session.seq) giveBack(s, cached.sessionId, name, cached.leaseToken)
+}
+
+/**
+ * Another session queued for `name` behind our session: a cached lease goes at once, a term of it
+ * releases (never caches) when it ends.
+ */
+export const wantedElsewhere = (s: Step, name: string, holder: string): void => {
+  if (holder !== s.session.id) return
+  endCached(s, name)
+  for (const e of electionsNamed(s, name)) {
+    if (e.term !== undefined && !e.wantedElsewhere) edit(s, e).wantedElsewhere = true
+  }
 }
 
 /**
@@ -329,6 +394,8 @@ export const sessionLost = (s: Step, reason: SessionEndReason & RevokeReason): v
     g.joining = undefined
     g.listing = undefined
   }
+  // Cached leases go with the session (the store frees them when it ends it).
+  for (const name of Array.from(s.cached.keys())) dropCached(s, name)
   // Losing the terms ended the last handover of a pending close, which has already closed the session.
   if (s.closed) return
   if (sessionId !== undefined) {

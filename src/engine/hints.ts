@@ -1,7 +1,7 @@
 // Timers firing, and the backend's hints (released, pushed grants, group changes): each wakes the part
 // of the engine it concerns (session, elections, groups), so this module sits above them all.
 import { edit, electionsNamed, setStatus, type Step } from "./context.js"
-import { finishHandover, tryAcquire, unaskedLease } from "./elections.js"
+import { endCached, finishHandover, tryAcquire, unaskedLease, wantedElsewhere } from "./elections.js"
 import { joinGroup, listMembers } from "./partitions.js"
 import { openSession, renew } from "./session.js"
 import { observe } from "./tokens.js"
@@ -13,6 +13,7 @@ export const timer = (s: Step, key: string, id: number): void => {
   if (key === "renew") return renew(s)
   if (key === "open") return s.session.id === undefined && s.session.opening === undefined ? openSession(s) : undefined
   if (key === "deadline") return // checkDeadline already ran
+  if (key.startsWith("cache:")) return endCached(s, key.slice("cache:".length))
   const [kind, raw] = key.split(":")
   const handle = Number(raw)
   const e = s.elections.get(handle)
@@ -47,6 +48,7 @@ export const renewIfLeading = (s: Step, name: string): void => {
 
 export const hint = (s: Step, h: HintEvent): void => {
   if (h._tag === "Granted") return pushedGrant(s, h)
+  if (h._tag === "Wanted") return wantedElsewhere(s, h.name, h.holder)
   if (h._tag === "Released") {
     renewIfLeading(s, h.name)
     // Reserved for another session (FIFO hand-off): an acquire now would only be told HeldBy.
@@ -77,7 +79,7 @@ export const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>)
   let candidate: ElectionState | undefined
   for (const e of electionsNamed(s, h.name)) {
     // Already ours (a duplicate, or the reply of an acquire came first).
-    if (e.term !== undefined && e.term.sessionId === h.to && e.term.token === h.token) return
+    if (e.term !== undefined && e.term.sessionId === h.to && e.term.leaseToken === h.token) return
     if (e.status === "CANDIDATE") candidate = e
   }
   if (candidate !== undefined && candidate.attempt !== undefined) {

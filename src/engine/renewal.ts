@@ -18,6 +18,7 @@ import {
   type Step,
   touch
 } from "./context.js"
+import { dropCached } from "./caching.js"
 import { loseTerm, sessionLost, tryAcquire, unaskedLease } from "./elections.js"
 import { OrderedMap } from "./orderedMap.js"
 import { joinGroup, reconcileGroups } from "./partitions.js"
@@ -122,13 +123,26 @@ export const reconcileLeases = (
     if (term.adoptedSeq > requestId) return
     // A live session never loses a lease it holds unless the store lost it (reported as rule 7 does;
     // no quiet period: we were the holder, and our term ends right here).
-    if (!held.has(e.name)) leaseForgotten(s, e.name, term.token)
-    if (held.get(e.name) !== term.token) loseTerm(s, edit(s, e), "TAKEN_OVER")
+    if (!held.has(e.name)) leaseForgotten(s, e.name, term.leaseToken)
+    if (held.get(e.name) !== term.leaseToken) loseTerm(s, edit(s, e), "TAKEN_OVER")
+  }
+  // A cached lease the list lost or names with another token is no longer ours to use.
+  const checkCached = (name: string): void => {
+    const cached = s.cached.get(name)
+    if (cached === undefined || cached.sessionSeq !== s.session.seq) return
+    if (only === undefined) names.add(name)
+    if (cached.adoptedSeq > requestId || held.get(name) === cached.leaseToken) return
+    if (!held.has(name)) leaseForgotten(s, name, cached.leaseToken)
+    dropCached(s, name)
   }
   if (only === undefined) {
     for (const e of liveElections(s)) checkTerm(e)
+    for (const name of Array.from(s.cached.keys())) checkCached(name)
   } else {
-    for (const name of only) for (const e of electionsNamed(s, name)) checkTerm(e)
+    for (const name of only) {
+      for (const e of electionsNamed(s, name)) checkTerm(e)
+      checkCached(name)
+    }
   }
   const listed: Array<readonly [string, bigint]> = []
   if (only === undefined) {
@@ -145,7 +159,8 @@ export const reconcileLeases = (
   if (sessionId !== undefined) {
     for (const [name, token] of listed) {
       const claimants = claimantsOf(name)
-      const wanted = claimants.some((e) => e.attempt !== undefined || e.term?.token === token)
+      const wanted = s.cached.get(name)?.leaseToken === token ||
+        claimants.some((e) => e.attempt !== undefined || e.term?.leaseToken === token)
       if (!wanted) unaskedLease(s, claimants.find((e) => e.status === "CANDIDATE"), sessionId, name, token)
     }
     // After the unasked leases were judged against what was seen before this reply (rule 7).
@@ -168,10 +183,17 @@ export const settled = (s: Step, requestId: number, held: ReadonlyMap<string, bi
   let wanted = false
   for (const e of electionsNamed(s, name)) {
     const term = e.term
-    if (term !== undefined && term.sessionSeq === s.session.seq && (term.adoptedSeq > requestId || term.token !== token)) {
+    if (
+      term !== undefined && term.sessionSeq === s.session.seq && (term.adoptedSeq > requestId || term.leaseToken !== token)
+    ) {
       return false
     }
-    if (e.attempt !== undefined || (token !== undefined && term?.token === token)) wanted = true
+    if (e.attempt !== undefined || (token !== undefined && term?.leaseToken === token)) wanted = true
+  }
+  const cached = s.cached.get(name)
+  if (cached !== undefined && cached.sessionSeq === s.session.seq) {
+    if (cached.adoptedSeq > requestId || cached.leaseToken !== token) return false
+    wanted = true
   }
   if (token === undefined) return true
   const known = s.tokens.get(name)

@@ -12,7 +12,8 @@ export type Request =
   /** `known`: the lease-set version of the last renewal reply read (the reply omits an unchanged list). */
   | { readonly _tag: "KeepAlive"; readonly sessionId: string; readonly ttl: number; readonly known?: string | undefined }
   | { readonly _tag: "CloseSession"; readonly sessionId: string }
-  | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string }
+  /** `reserve`: a block of tokens for a lease to be cached (see `LeaseBackend.acquire`). */
+  | { readonly _tag: "Acquire"; readonly sessionId: string; readonly name: string; readonly reserve?: number | undefined }
   /** `completion`: answered when the backend answers the release (a `stop` that waits for it). */
   | {
     readonly _tag: "Release"
@@ -39,7 +40,8 @@ export type Response =
     readonly groups: ReadonlyArray<{ readonly group: string; readonly members: ReadonlyArray<string> }>
   }
   | { readonly _tag: "Expired" }
-  | { readonly _tag: "Granted"; readonly token: bigint }
+  /** `reserved`: the grant's block, `token - reserved + 1` to `token` (absent: one). */
+  | { readonly _tag: "Granted"; readonly token: bigint; readonly reserved?: number | undefined }
   | { readonly _tag: "HeldBy"; readonly token: bigint | undefined; readonly remaining: number | undefined }
   | { readonly _tag: "Joined" }
   | { readonly _tag: "MemberList"; readonly members: ReadonlyArray<string> }
@@ -56,6 +58,8 @@ export type HintEvent =
   | { readonly _tag: "Released"; readonly name: string; readonly to?: string | undefined }
   | { readonly _tag: "Granted"; readonly name: string; readonly to: string; readonly token: bigint }
   | { readonly _tag: "GroupChanged"; readonly group: string }
+  /** Another session queued for `name`, which the session `holder` holds cached. */
+  | { readonly _tag: "Wanted"; readonly name: string; readonly holder: string }
 
 export type Event =
   | { readonly _tag: "Boot" }
@@ -71,6 +75,8 @@ export type Event =
      * `NotAcquired` (and the lock is removed) after the first attempt fails for any reason.
      */
     readonly tryCompletion?: number | undefined
+    /** A lock's `keep` (millis, > 0): its lease is cached after the body (see `CachedLease`). */
+    readonly keep?: number | undefined
   }
   /**
    * `awaitRelease`: a held lease's stop completes when the backend answered its release (confirmed
@@ -136,6 +142,8 @@ export type Command =
     readonly termId: number
     readonly name: string
     readonly token: bigint
+    /** The lease's token on the store (`token`, or the last of the block `token` is taken from). */
+    readonly leaseToken: bigint
     readonly sessionId: string
     readonly sessionSeq: number
     readonly kind: ElectionKind
@@ -171,7 +179,15 @@ export type Command =
 
 export interface TermState {
   readonly termId: number
+  /** The term's fencing token: the lease's, or for a lease with a block of tokens one of the block. */
   readonly token: bigint
+  /**
+   * The lease's token on the store (its grant's, the last of its block), which its release, the
+   * renewal listing and pushed grants name; `token` unless the lease came with a block.
+   */
+  readonly leaseToken: bigint
+  /** When this client was granted the lease (monotonic millis): a cached lease is kept only so long. */
+  readonly leaseSince: number
   readonly sessionId: string
   readonly sessionSeq: number
   /** Sequence number at adoption, comparable with request ids (rule 3). */
@@ -215,6 +231,10 @@ export interface ElectionState {
   readonly waiters: ReadonlyArray<number>
   /** A try-lock's completion, until its one attempt is decided. */
   readonly tryCompletion: number | undefined
+  /** A lock's `keep` (millis; 0: none): its lease is cached after its term (see `CachedLease`). */
+  readonly keep: number
+  /** Another session waits for the lease this term holds (a `Wanted` hint): released, never cached. */
+  readonly wantedElsewhere: boolean
 }
 
 export interface GroupState {
@@ -276,6 +296,24 @@ export interface SessionState {
   readonly leaseView: LeaseView | undefined
 }
 
+/**
+ * A lease kept after its lock's body (`keep`), for the next lock of its name in this client to start
+ * at once with the next token of the lease's block. Ended (released) when `keep` passes, another
+ * session wants it, the block is used up or the client closes; dropped with its session.
+ */
+export interface CachedLease {
+  readonly leaseToken: bigint
+  /** The next term's token (at most `leaseToken`). */
+  readonly next: bigint
+  readonly sessionId: string
+  readonly sessionSeq: number
+  readonly leaseSince: number
+  /** The `adoptedSeq` of the term that was granted the lease (rule 3 judges the lease from then). */
+  readonly adoptedSeq: number
+  /** Released at this time unless a lock of the name takes it first (monotonic millis). */
+  readonly until: number
+}
+
 /** What the client remembers of one name's tokens, across sessions (rule 7, `observe`). */
 export interface TokenMemory {
   /** The highest token of the name seen (after a regression: the regressed one). */
@@ -302,6 +340,8 @@ export interface State {
    */
   readonly electionsByName: OrderedMap<string, ReadonlyArray<number>>
   readonly groups: ReadonlyMap<number, GroupState>
+  /** Leases kept between locks of their name (see `CachedLease`). */
+  readonly cached: OrderedMap<string, CachedLease>
   readonly timers: OrderedMap<string, number>
   readonly nextId: number
   readonly rng: number
@@ -329,6 +369,7 @@ export const initial = (timing: Session.Timing, seed: number): State => ({
   elections: OrderedMap.empty(),
   electionsByName: OrderedMap.empty(),
   groups: new Map(),
+  cached: OrderedMap.empty(),
   timers: OrderedMap.empty(),
   nextId: 1,
   rng: seed >>> 0,

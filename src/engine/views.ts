@@ -26,6 +26,7 @@ export const wantsHint = (state: State, hint: HintEvent): boolean => {
     }
     return false
   }
+  if (hint._tag === "Wanted") return hint.holder === state.session.id
   if (hint._tag === "Released") {
     // Reserved for another session: only a leader of the name cares (see `hint`).
     const forOther = hint.to !== undefined && hint.to !== state.session.id

@@ -49,7 +49,9 @@ const renewed = (reply: KeepAliveReply): Engine.Response =>
 const acquired = (reply: AcquireReply): Engine.Response => {
   switch (reply._tag) {
     case "Granted":
-      return { _tag: "Granted", token: reply.token }
+      return reply.reserved === undefined
+        ? { _tag: "Granted", token: reply.token }
+        : { _tag: "Granted", token: reply.token, reserved: reply.reserved }
     case "HeldBy":
       return {
         _tag: "HeldBy",
@@ -71,7 +73,7 @@ export const attempt = (backend: LeaseBackendService, request: Engine.Request): 
     case "CloseSession":
       return answer(backend.closeSession(request.sessionId), isDone)
     case "Acquire":
-      return answer(backend.acquire(request.sessionId, request.name), acquired)
+      return answer(backend.acquire(request.sessionId, request.name, request.reserve), acquired)
     case "Release":
       return answer(backend.release(request.sessionId, request.name, request.token), isDone)
     case "Withdraw":
@@ -110,7 +112,7 @@ export const attemptDirect = (
       return true
     case "Acquire":
       if (direct.acquire === undefined) return false
-      direct.acquire(context, request.sessionId, request.name, answerWith(acquired, done))
+      direct.acquire(context, request.sessionId, request.name, request.reserve ?? 1, answerWith(acquired, done))
       return true
     case "Release":
       if (direct.release === undefined) return false

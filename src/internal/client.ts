@@ -58,6 +58,7 @@ export const makeWithShell = (
     const shell: Shell = {
       backend,
       logLevel: LogLevel.fromLiteral(config.logLevel),
+      lockKeep: config.lockKeep,
       scope,
       events: Mailbox.make<LoopInput>(),
       pubsub: yield* PubSub.unbounded<SimbaEvent>(),

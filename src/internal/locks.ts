@@ -104,8 +104,10 @@ const startLock = (
   name: string,
   single: boolean,
   onRevoked: () => Effect.Effect<void> | undefined,
-  awaitRelease: boolean
+  options: LockOptions | undefined
 ): LockRequest => {
+  const awaitRelease = options?.awaitRelease === true
+  const keep = keepOf(shell, options)
   if (shell.isShutDown) return stoppedAtClose
   const acquired = oneShot<Term.Term | undefined, ElectionError>()
   const stopped = oneShot<void, never>()
@@ -144,7 +146,7 @@ const startLock = (
       else if (outcome._tag === "Closed") acquired.set(closed)
     })
   }
-  offerNow(shell, { _tag: "Start", handle, name, kind: "lock", hasWork: false, completion, tryCompletion })
+  offerNow(shell, { _tag: "Start", handle, name, kind: "lock", hasWork: false, completion, tryCompletion, keep })
   return {
     acquired: acquired.await,
     stop: Effect.suspend(() => {
@@ -154,6 +156,16 @@ const startLock = (
     stopNow,
     afterStop: (callback) => stopped.whenSet(callback)
   }
+}
+
+/**
+ * A lock's `keep` in millis (0: no caching): its own, or the client's `lockKeep`; at most the lease
+ * duration (a waiter whose `Wanted` message is lost waits for it); none with `awaitRelease`.
+ */
+const keepOf = (shell: Shell, options: LockOptions | undefined): number => {
+  if (options?.awaitRelease === true) return 0
+  const keep = options?.keep === undefined ? shell.lockKeep : Duration.toMillis(Duration.decode(options.keep))
+  return keep > 0 ? Math.min(keep, shell.state.timing.leaseDuration) : 0
 }
 
 /** Waits for the term: at most `timeout` unless a try-lock (whose one attempt the engine answers). */
@@ -186,7 +198,7 @@ export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.
       const refusal = refused(shell, name, held)
       if (refusal !== undefined) return refusal
       const single = tryOnce(options)
-      const request = startLock(shell, name, single, nothingToInterrupt, options?.awaitRelease === true)
+      const request = startLock(shell, name, single, nothingToInterrupt, options)
       // One finalizer: the fiber that closes the scope gets its lock list back (as `locallyScoped`
       // would restore it), then the lock is released.
       return Effect.flatMap(Effect.scope, (scope) =>
@@ -233,7 +245,7 @@ const runLocked = <A, E, R>(
         if (running === undefined) revokedEarly = true
         // A body that already ended has nothing to interrupt.
         return running === undefined || running.unsafePoll() !== null ? undefined : interruptSignal(running)
-      }, options?.awaitRelease === true)
+      }, options)
       const holding = [...held, { shell, name }]
       const run = (term: Term.Term): Effect.Effect<Option.Option<A>, E | LockError, R> =>
         Effect.flatMap(

@@ -80,6 +80,8 @@ export interface LiveTerm {
 
 export interface Shell {
   readonly backend: LeaseBackendService
+  /** The `keep` (millis) of locks that set none, from the config's `lockKeep`. */
+  readonly lockKeep: number
   /** The lowest level of the lifecycle logs (`logs.ts`), from the config's `logLevel`. */
   readonly logLevel: LogLevel.LogLevel
   /** The client's fibers (loop, timer; calls by a finalizer); closed after the session was closed. */

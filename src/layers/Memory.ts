@@ -77,6 +77,8 @@ interface Lease {
   readonly holder: string | undefined
   /** The last token granted for this name: the holder's token, and the floor for the next grant. */
   readonly token: bigint
+  /** The holder's grant reserved a block of tokens (its client may cache the lease): tell it when wanted. */
+  readonly cached?: boolean | undefined
 }
 
 interface State {
@@ -106,7 +108,7 @@ const dropSession = (state: State, sessionId: string, session: Session): readonl
   const hints: Array<Hint> = []
   let leases = state.leases
   for (const name of session.leases) {
-    leases = HashMap.modify(leases, name, (lease) => ({ holder: undefined, token: lease.token }))
+    leases = HashMap.modify(leases, name, (lease): Lease => ({ holder: undefined, token: lease.token }))
     hints.push(Hint.Released({ name }))
   }
   let groups = state.groups
@@ -240,28 +242,32 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
     /**
      * A session asking again for a lease it already holds gets `Granted` with the same token: the
      * request is idempotent, so a retried acquire (lost reply, timeout) never forks a second token.
+     * A new grant with `reserve` above one reserves that block (its token the block's last), and an
+     * acquire refused while such a grant holds tells the holder (`Wanted`).
      */
-    const acquire = (sessionId: string, name: string): Effect.Effect<AcquireReply> =>
+    const acquire = (sessionId: string, name: string, reserve: number): Effect.Effect<AcquireReply> =>
       transact((state, now): Step<AcquireReply> => {
         const session = HashMap.get(state.sessions, sessionId)
         if (Option.isNone(session)) return [AcquireReply.Expired(), state, []]
         const lease = HashMap.get(state.leases, name)
         if (Option.isSome(lease) && lease.value.holder !== undefined) {
-          const { holder, token } = lease.value
+          const { cached, holder, token } = lease.value
           if (holder === sessionId) return [AcquireReply.Granted({ token }), state, []]
           const remaining = Option.map(HashMap.get(state.sessions, holder), (s) => remainingOf(s, now))
-          return [AcquireReply.HeldBy({ token, remaining: Option.getOrUndefined(remaining) }), state, []]
+          const held = AcquireReply.HeldBy({ token, remaining: Option.getOrUndefined(remaining) })
+          return [held, state, cached === true ? [Hint.Wanted({ name, holder })] : []]
         }
-        const token = Option.match(lease, { onNone: () => 1n, onSome: (free) => free.token + 1n })
+        const first = Option.match(lease, { onNone: () => 1n, onSome: (free) => free.token + 1n })
+        const token = first + BigInt(reserve - 1)
         return [
-          AcquireReply.Granted({ token }),
+          reserve > 1 ? AcquireReply.Granted({ token, reserved: reserve }) : AcquireReply.Granted({ token }),
           {
             ...updateSession(state, sessionId, {
               ...session.value,
               leases: HashSet.add(session.value.leases, name),
               version: session.value.version + 1
             }),
-            leases: HashMap.set(state.leases, name, { holder: sessionId, token })
+            leases: HashMap.set(state.leases, name, { holder: sessionId, token, cached: reserve > 1 })
           },
           []
         ]

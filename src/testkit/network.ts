@@ -259,7 +259,8 @@ export const faulty = (underlying: LeaseBackendService): Effect.Effect<FaultyBac
       keepAlive: (sessionId, ttl, known) =>
         send("keepAlive", sessionId, undefined, underlying.keepAlive(sessionId, ttl, known)),
       closeSession: (sessionId) => send("closeSession", sessionId, undefined, underlying.closeSession(sessionId)),
-      acquire: (sessionId, name) => send("acquire", sessionId, name, underlying.acquire(sessionId, name)),
+      acquire: (sessionId, name, reserve) =>
+        send("acquire", sessionId, name, underlying.acquire(sessionId, name, reserve)),
       release: (sessionId, name, token) => send("release", sessionId, name, underlying.release(sessionId, name, token)),
       withdraw: (sessionId, name) => send("withdraw", sessionId, name, underlying.withdraw(sessionId, name)),
       join: (sessionId, group) => send("join", sessionId, group, underlying.join(sessionId, group)),

@@ -59,9 +59,9 @@ const countingStore = Effect.gen(function*() {
         if (hangRenewals) hung.push({ sentAt: runSync(Clock.currentTimeMillis), done })
         else answer(memory.keepAlive(sessionId, Duration.millis(ttl), known), done)
       },
-      acquire: (sessionId, name, done) => {
+      acquire: (sessionId, name, reserve, done) => {
         directs.acquire++
-        answer(memory.acquire(sessionId, name), done)
+        answer(memory.acquire(sessionId, name, reserve), done)
       },
       release: (sessionId, name, token, done) => {
         directs.release++
@@ -193,7 +193,7 @@ describe("backend calls without a fiber", () => {
       const answers: Array<Either.Either<unknown, LeaseBackend.BackendError>> = []
       const record = (answer: Either.Either<unknown, LeaseBackend.BackendError>) => void answers.push(answer)
       const errorOf = (i: number) => Either.getLeft(answers[i]!).pipe((e) => e._tag === "Some" ? e.value.message : "")
-      direct.acquire!(context, "session", "bad name!", record)
+      direct.acquire!(context, "session", "bad name!", 1, record)
       direct.release!(context, "session", "ok", 0n, record)
       direct.keepAlive!(context, "session", Number.NaN, undefined, record)
       expect(errorOf(0)).toContain("invalid name")
@@ -229,7 +229,7 @@ describe("backend calls without a fiber", () => {
       })
       const oddDirect = LeaseBackend.directOf(odd, yield* Effect.tracer)!
       answers.length = 0
-      oddDirect.acquire!(context, "session", "ok", record)
+      oddDirect.acquire!(context, "session", "ok", 1, record)
       oddDirect.release!(context, "session", "ok", 1n, record)
       oddDirect.keepAlive!(context, "session", 3000, "6", record)
       expect(answers).toHaveLength(3)

@@ -82,7 +82,8 @@ describe("bad input", () => {
         margin: 50,
         retryJitter: 2500,
         minBackoff: 100,
-        logLevel: "Info"
+        logLevel: "Info",
+        lockKeep: 0
       })
     }))
 

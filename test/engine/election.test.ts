@@ -80,6 +80,7 @@ describe("Engine: Candidate -> Leader (Granted)", () => {
       termId: expect.any(Number),
       name: "a",
       token: 7n,
+      leaseToken: 7n,
       sessionId: "s1",
       sessionSeq: 1,
       kind: "election",

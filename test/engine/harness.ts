@@ -67,14 +67,20 @@ export const boot: Engine.Event = { _tag: "Boot" }
 export const start = (
   handle: number,
   name: string,
-  options: { readonly kind?: "election" | "lock"; readonly hasWork?: boolean; readonly completion?: number } = {}
+  options: {
+    readonly kind?: "election" | "lock"
+    readonly hasWork?: boolean
+    readonly completion?: number
+    readonly keep?: number
+  } = {}
 ): Engine.Event => ({
   _tag: "Start",
   handle,
   name,
   kind: options.kind ?? "election",
   hasWork: options.hasWork ?? false,
-  completion: options.completion ?? 1000 + handle
+  completion: options.completion ?? 1000 + handle,
+  ...(options.keep === undefined ? {} : { keep: options.keep })
 })
 
 export const stop = (handle: number, completion: number): Engine.Event => ({ _tag: "Stop", handle, completion })

@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
@@ -207,8 +208,8 @@ for (const mode of modes) {
           const name = uniqueName("direct")
           const holder = (yield* b.openSession(ttl)).sessionId
           const other = (yield* b.openSession(ttl)).sessionId
-          const token = granted(yield* call<AcquireReply>((done) => acquire!(context, holder, name, done)))
-          const held = yield* call<AcquireReply>((done) => acquire!(context, other, name, done))
+          const token = granted(yield* call<AcquireReply>((done) => acquire!(context, holder, name, 1, done)))
+          const held = yield* call<AcquireReply>((done) => acquire!(context, other, name, 1, done))
           expect(held._tag === "HeldBy" && held.token).toBe(token)
           const renewed = yield* call<KeepAliveReply>((done) => keepAlive!(context, holder, 1500, undefined, done))
           expect(sortedLeases(renewed)).toEqual([[name, token]])
@@ -219,11 +220,48 @@ for (const mode of modes) {
           expect(handedOff[0]![1]).toBeGreaterThan(token)
           // A closed session is Expired on the direct path too.
           yield* b.closeSession(holder)
-          expect((yield* call<AcquireReply>((done) => acquire!(context, holder, uniqueName("direct"), done)))._tag)
+          expect((yield* call<AcquireReply>((done) => acquire!(context, holder, uniqueName("direct"), 1, done)))._tag)
             .toBe("Expired")
           yield* b.closeSession(other)
         })
     )
+
+    it.scopedLive("reserve: a grant reserves the whole block (its token the last); a session queued behind it tells the holder", () =>
+      Effect.gen(function*() {
+        const b = yield* make()
+        const name = uniqueName("block")
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const other = (yield* b.openSession(ttl)).sessionId
+        const first = granted(yield* b.acquire(holder, name))
+        yield* b.release(holder, name, first)
+        const reply = yield* b.acquire(holder, name, 16)
+        expect(reply).toMatchObject({ _tag: "Granted", reserved: 16 })
+        const token = granted(reply)
+        expect(token - 15n).toBeGreaterThan(first)
+        const heard: Array<Hint> = []
+        yield* b.hints.pipe(Stream.runForEach((hint) => Effect.sync(() => heard.push(hint))), Effect.forkScoped)
+        const wanted = (hint: Hint) => hint._tag === "Wanted" && hint.name === name && hint.holder === holder
+        // Mode node: on the holder's own channel. Per-slot mode has none: its cache ends by keep.
+        yield* Effect.gen(function*() {
+          expect((yield* b.acquire(other, name))._tag).toBe("HeldBy")
+          yield* Effect.sleep(Duration.millis(50))
+          if (!heard.some(wanted)) return yield* Effect.fail("not heard")
+        }).pipe(Effect.retry(Schedule.recurs(mode.routeBySlot ? 0 : 20)), Effect.ignore)
+        expect(heard.some(wanted)).toBe(!mode.routeBySlot)
+        // A grant without a block is not wanted: its holder does not cache.
+        yield* b.release(holder, name, token)
+        // Handed to the waiter (mode node), or reserved for it to take (per-slot mode).
+        if (mode.routeBySlot) granted(yield* b.acquire(other, name))
+        const handed = sortedLeases(yield* b.keepAlive(other, ttl))
+        expect(handed.map(([leased]) => leased)).toEqual([name])
+        expect(handed[0]![1]).toBeGreaterThan(token)
+        heard.length = 0
+        expect((yield* b.acquire(holder, name))._tag).toBe("HeldBy")
+        yield* Effect.sleep(Duration.millis(200))
+        expect(heard.filter((hint) => hint._tag === "Wanted")).toEqual([])
+        yield* b.closeSession(holder)
+        yield* b.closeSession(other)
+      }))
 
     it.scopedLive("keepAlive renews the session, lists its leases and groups, never shortens and never revives", () =>
       Effect.gen(function*() {

@@ -24,6 +24,9 @@
  * - R3: after a renewal reply, no unrevoked term adopted before the request was sent is missing from it;
  * - R4: after an `Expired` answer to the session's current renewal or attempt, none of its terms is
  *   unrevoked;
+ * - R5: a term holds a lease its own session was granted (an `Acquire` reply, a pushed grant or a
+ *   renewal's listing named that session, name and token): so a lease kept cached never outlives the
+ *   session it was granted to;
  * - an ended term never becomes valid again;
  * - rule 7: no `TokenRegressed` with a token (the model never goes back), and one without a token
  *   only for a lease lost by a fault.
@@ -39,6 +42,8 @@ export interface TermRecord {
   readonly handle: number
   readonly name: string
   readonly token: bigint
+  /** The lease's token on the store (the block's last for a term of a cached lease's block). */
+  readonly leaseToken: bigint
   readonly sessionId: string
   readonly sessionSeq: number
   readonly adoptedAt: number
@@ -106,6 +111,8 @@ export class Checker {
   private readonly listed = new Map<string, ReadonlyArray<Engine.HeldLease>>()
   private readonly exemptSessions = new Set<string>()
   private readonly exemptLeases = new Set<string>()
+  /** `session/name/token` of every lease the backend told a client its session holds (R5). */
+  private readonly grantedLeases = new Set<string>()
   /** Liveness: when each name started lacking a leader while contended. */
   private readonly gapSince = new Map<string, number>()
   private readonly ring: Array<TraceEntry | undefined>
@@ -187,7 +194,7 @@ export class Checker {
   exemptLease(sessionId: string, name: string, token: bigint, why: string): void {
     this.exemptLeases.add(`${sessionId}/${name}/${token}`)
     for (const term of this.terms.values()) {
-      if (term.sessionId === sessionId && term.name === name && term.token === token && term.exempt === undefined) {
+      if (term.sessionId === sessionId && term.name === name && term.leaseToken === token && term.exempt === undefined) {
         term.exempt = why
       }
     }
@@ -201,6 +208,7 @@ export class Checker {
     const { client, commands, event, inc, step, t } = info
     const here = ns(client, inc)
     const adopted: Array<TermRecord> = []
+    this.recordGrants(event)
     for (const command of commands) {
       switch (command._tag) {
         case "Call":
@@ -223,9 +231,14 @@ export class Checker {
               )
             }
           }
+          if (this.rules && !this.grantedLeases.has(`${command.sessionId}/${command.name}/${command.leaseToken}`)) {
+            throw new Violation(
+              `${here}: Elected ${command.name} token ${command.token} on lease token ${command.leaseToken}, which session ${command.sessionId} was never granted (R5)`
+            )
+          }
           const exempt = this.exemptSessions.has(command.sessionId)
             ? "session ended early by the backend"
-            : this.exemptLeases.has(`${command.sessionId}/${command.name}/${command.token}`)
+            : this.exemptLeases.has(`${command.sessionId}/${command.name}/${command.leaseToken}`)
             ? "lease lost by the backend"
             : undefined
           const term: TermRecord = {
@@ -235,6 +248,7 @@ export class Checker {
             handle: command.handle,
             name: command.name,
             token: command.token,
+            leaseToken: command.leaseToken,
             sessionId: command.sessionId,
             sessionSeq: command.sessionSeq,
             adoptedAt: t,
@@ -250,6 +264,8 @@ export class Checker {
           adopted.push(term)
           this.termsAdopted++
           this.count(`elected ${command.kind}`)
+          if (command.token !== command.leaseToken) this.count("terms from a block of tokens")
+          if (event._tag === "Start" || event._tag === "Stop") this.count("terms of a lease kept cached")
           if (exempt === undefined) {
             const last = this.lastToken.get(command.name)
             if (last !== undefined && command.token <= last) {
@@ -337,7 +353,10 @@ export class Checker {
       if (command._tag !== "Call" || command.request._tag !== "Release") continue
       const { name, sessionId, token } = command.request
       for (const term of this.active) {
-        if (term.client === client && term.inc === inc && term.sessionId === sessionId && term.name === name && term.token === token) {
+        if (
+          term.client === client && term.inc === inc && term.sessionId === sessionId && term.name === name &&
+          term.leaseToken === token
+        ) {
           throw new Violation(`${here}: released ${name} token ${token} while its term ${term.termId} is not revoked (R2: revoke first)`)
         }
       }
@@ -354,6 +373,21 @@ export class Checker {
     if (event._tag === "Reply") this.checkReply(info)
   }
 
+  /** What an event tells a client its session holds (R5). */
+  private recordGrants(event: Engine.Event): void {
+    if (event._tag === "Hint" && event.hint._tag === "Granted") {
+      this.grantedLeases.add(`${event.hint.to}/${event.hint.name}/${event.hint.token}`)
+    }
+    if (event._tag !== "Reply") return
+    const { request, response } = event
+    if (request._tag === "Acquire" && response._tag === "Granted") {
+      this.grantedLeases.add(`${request.sessionId}/${request.name}/${response.token}`)
+    }
+    if (request._tag === "KeepAlive" && response._tag === "Live" && response.leases !== undefined) {
+      for (const lease of response.leases) this.grantedLeases.add(`${request.sessionId}/${lease.name}/${lease.token}`)
+    }
+  }
+
   private checkReply(info: StepInfo): void {
     const { client, commands, inc, prev } = info
     const event = info.event as Extract<Engine.Event, { _tag: "Reply" }>
@@ -362,11 +396,12 @@ export class Checker {
     // R1: a grant is adopted or given back in the same step (unless a term of this session already
     // holds that very lease: acquire is idempotent).
     if (request._tag === "Acquire" && response._tag === "Granted") {
-      const ours = Array.from(prev.elections.values()).some((e) =>
-        e.name === request.name && e.term?.sessionId === request.sessionId && e.term.token === response.token
-      )
+      const ours = prev.cached.get(request.name)?.leaseToken === response.token ||
+        Array.from(prev.elections.values()).some((e) =>
+          e.name === request.name && e.term?.sessionId === request.sessionId && e.term.leaseToken === response.token
+        )
       const handled = ours || commands.some((e) =>
-        (e._tag === "Elected" && e.name === request.name && e.token === response.token) ||
+        (e._tag === "Elected" && e.name === request.name && e.leaseToken === response.token) ||
         (e._tag === "Call" && e.request._tag === "Release" && e.request.name === request.name &&
           e.request.token === response.token && e.request.sessionId === request.sessionId)
       )
@@ -389,7 +424,7 @@ export class Checker {
       for (const term of this.active) {
         if (term.client !== client || term.inc !== inc || term.sessionId !== request.sessionId) continue
         if (term.adoptedStep >= sent) continue
-        if (!leases.some((l) => l.name === term.name && l.token === term.token)) {
+        if (!leases.some((l) => l.name === term.name && l.token === term.leaseToken)) {
           throw new Violation(
             `${here}: renewal reply (request ${event.requestId}) no longer lists ${term.name} token ${term.token}, but the term is not revoked (R3: TAKEN_OVER)`
           )
@@ -572,6 +607,8 @@ export const formatEvent = (e: Engine.Event): string => {
           ? `Released ${e.hint.name}`
           : e.hint._tag === "Granted"
           ? `Granted ${e.hint.name} to ${e.hint.to} token ${e.hint.token}`
+          : e.hint._tag === "Wanted"
+          ? `Wanted ${e.hint.name} from ${e.hint.holder}`
           : `GroupChanged ${e.hint.group}`
       })`
     case "WorkExited":

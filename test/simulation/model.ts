@@ -7,6 +7,8 @@
  * - session ids are never reused; tokens of a name only rise, forever (release keeps the counter);
  * - acquire by the holder is idempotent (same token), `HeldBy` says how long the holder has left;
  * - releases with a stale token or by another session are no-ops;
+ * - an acquire that asks to `reserve` tokens gets a block of at most `maxBlock` (its token the last),
+ *   and a session refused while the holder's grant has a block tells the holder (`Wanted`);
  * - `Withdraw` takes the session out of the name's waiter queue (a no-op when it does not wait);
  * - `Released` / `Granted` / `GroupChanged` hints are returned to the caller (the scheduler decides
  *   delivery); with `handOff`, a release or close grants the lease to the first live waiter.
@@ -42,7 +44,12 @@ interface ModelSession {
 interface ModelLease {
   holder: string | undefined
   token: bigint
+  /** The holder's grant reserved a block (its client may cache the lease). */
+  cached: boolean
 }
+
+/** The largest block the model grants: small, so that caching clients use blocks up and ask again. */
+export const maxBlock = 3
 
 export interface ApplyResult {
   readonly response: Engine.Response
@@ -100,6 +107,7 @@ export class ModelBackend {
     if (!this.options.handOff || head === undefined) return { _tag: "Released", name }
     lease.holder = head
     lease.token += 1n
+    lease.cached = false
     this.holds(head, name, true)
     return { _tag: "Granted", name, to: head, token: lease.token }
   }
@@ -179,14 +187,15 @@ export class ModelBackend {
               token: lease.token,
               remaining: this.options.heldByRemaining ? holder.expiresAt - now : undefined
             },
-            hints: []
+            hints: lease.cached ? [{ _tag: "Wanted", name: request.name, holder: holder.id }] : []
           }
         }
-        const token = (lease?.token ?? 0n) + 1n
-        this.leases.set(request.name, { holder: session.id, token })
+        const reserved = Math.min(request.reserve ?? 1, maxBlock)
+        const token = (lease?.token ?? 0n) + BigInt(reserved)
+        this.leases.set(request.name, { holder: session.id, token, cached: reserved > 1 })
         this.holds(session.id, request.name, true)
         this.stopWaiting(request.name, session.id)
-        return { response: { _tag: "Granted", token }, hints: [] }
+        return { response: reserved > 1 ? { _tag: "Granted", token, reserved } : { _tag: "Granted", token }, hints: [] }
       }
       case "Release": {
         const lease = this.leases.get(request.name)

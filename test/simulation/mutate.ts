@@ -50,9 +50,22 @@ export const mutations: ReadonlyArray<Mutation> = [
     ]
   },
   {
+    name: "cached-lease-outlives-session",
+    description: "a lease cached by a session that ended is used by the next session (lock caching)",
+    edits: [
+      ["  for (const name of Array.from(s.cached.keys())) dropCached(s, name)\n", ""],
+      ["cached.sessionSeq === s.session.seq && s.closing === undefined", "s.closing === undefined"]
+    ]
+  },
+  {
+    name: "block-token-reused",
+    description: "the next term of a cached lease gets the token of the last one, not the next of the block",
+    edits: [["    next: term.token + 1n,", "    next: term.token,"]]
+  },
+  {
     name: "skip-taken-over",
     description: "a renewal reply that no longer lists a term's lease does not revoke it (rule 3)",
-    edits: [['if (held.get(e.name) !== term.token) loseTerm(s, edit(s, e), "TAKEN_OVER")', "void held"]]
+    edits: [['if (held.get(e.name) !== term.leaseToken) loseTerm(s, edit(s, e), "TAKEN_OVER")', "void held"]]
   },
   {
     name: "release-before-revoke",
@@ -60,7 +73,7 @@ export const mutations: ReadonlyArray<Mutation> = [
     edits: [
       [
         "      revoke(s, e, reason)\n      if (handsOver(s, e)) {",
-        '      if (e.term !== undefined) call(s, { _tag: "Release", sessionId: e.term.sessionId, name: e.name, token: e.term.token })\n      if (handsOver(s, e)) {'
+        '      if (e.term !== undefined) call(s, { _tag: "Release", sessionId: e.term.sessionId, name: e.name, token: e.term.leaseToken })\n      if (handsOver(s, e)) {'
       ],
       [
         "      releaseLease(s, e, releaseCompletion)\n      return after === \"stop\" ? remove(s, e) : enterCooldown(s, e)",

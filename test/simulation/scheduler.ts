@@ -316,6 +316,8 @@ interface HandleInfo {
   readonly name: string
   readonly kind: "election" | "lock"
   readonly hasWork: boolean
+  /** A lock's `keep` (lock caching), if it has one. */
+  readonly keep: number | undefined
   started: boolean
   stopping: boolean
   elected: boolean
@@ -666,13 +668,17 @@ class World {
     return this.alive(c) && !c.closing && !c.closed && this.faulty
   }
 
-  startHandle(c: Incarnation, name: string, kind: "election" | "lock"): void {
+  startHandle(c: Incarnation, name: string, kind: "election" | "lock", keepAgain?: number): void {
     const handle = c.nextHandle++
+    // `withLock(..., { keep })`: the lease stays cached after the body (lock caching).
+    const keep = keepAgain ??
+      (kind === "lock" && this.rng.chance(0.4) ? this.rng.range(1, this.p.timing.leaseDuration) : undefined)
     const info: HandleInfo = {
       handle,
       name,
       kind,
       hasWork: kind === "election" && this.rng.chance(0.6),
+      keep,
       started: false,
       stopping: false,
       elected: false
@@ -684,7 +690,8 @@ class World {
       name,
       kind,
       hasWork: info.hasWork,
-      completion
+      completion,
+      keep
     }))
     if (kind === "lock" && this.rng.chance(0.3)) {
       // `withLock(..., { timeout })`: give up if not elected in time.
@@ -697,8 +704,14 @@ class World {
   stopHandle(c: Incarnation, info: HandleInfo): void {
     info.stopping = true
     // A lock's stop may wait for its release (`awaitRelease`): answered by the release's reply.
-    const awaitRelease = info.kind === "lock" && this.rng.chance(0.5)
+    const awaitRelease = info.kind === "lock" && this.rng.chance(info.keep === undefined ? 0.5 : 0.2)
     this.request(c, "stop", info.handle, (completion) => ({ _tag: "Stop", handle: info.handle, completion, awaitRelease }))
+    // A caching lock's name is often taken again by the same client soon after (its lease cached).
+    if (info.keep !== undefined && this.rng.chance(0.7)) {
+      this.at(this.now + this.rng.range(0, 1.2 * info.keep), () => {
+        if (this.usable(c)) this.startHandle(c, info.name, "lock", this.rng.chance(0.8) ? info.keep : undefined)
+      })
+    }
   }
 
   joinGroup(c: Incarnation): void {

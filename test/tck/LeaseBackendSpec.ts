@@ -16,6 +16,7 @@ import {
   acquireGranted,
   backend,
   expectAbout,
+  expectGranted,
   expectHeldBy,
   expectLive,
   heldLeases,
@@ -178,6 +179,34 @@ export const leases = (tck: Tck): void => {
     const token = yield* acquireGranted(sessionId, lease)
     expect(yield* acquireGranted(sessionId, lease)).toBe(token)
     expect(yield* heldLeases(tck, sessionId)).toEqual([{ name: lease, token }])
+  }))
+
+  tck.test("reserve: a grant's block lies above every earlier token and below every later one; the lease goes by the block's last", Effect.gen(function*() {
+    const b = yield* backend
+    const lease = yield* uniqueName("block")
+    const holder = yield* open(tck)
+    const other = yield* open(tck)
+    const before = yield* acquireGranted(holder, lease)
+    yield* b.release(holder, lease, before)
+    const reply = yield* b.acquire(holder, lease, 16)
+    const token = expectGranted(reply)
+    // A store may grant a smaller block (one: it keeps none), never a larger one.
+    const reserved = reply._tag === "Granted" ? reply.reserved ?? 1 : 1
+    expect(reserved).toBeGreaterThanOrEqual(1)
+    expect(reserved).toBeLessThanOrEqual(16)
+    expect(token - BigInt(reserved) + 1n).toBeGreaterThan(before)
+    expect(yield* heldLeases(tck, holder)).toEqual([{ name: lease, token }])
+    // The holder asking again gets its lease's token and no new block.
+    const again = yield* b.acquire(holder, lease, 16)
+    expect(again._tag === "Granted" && again.token).toBe(token)
+    expect(again._tag === "Granted" ? again.reserved ?? 1 : 0).toBe(1)
+    yield* b.release(holder, lease, token)
+    expect(yield* heldLeases(tck, holder)).toEqual([])
+    expect(yield* acquireGranted(other, lease)).toBeGreaterThan(token)
+    // A block out of range is refused before the store.
+    for (const bad of [0, 1.5, 100_000]) {
+      expect((yield* Effect.flip(b.acquire(holder, lease, bad)))._tag).toBe("BackendError")
+    }
   }))
 
   tck.test("release with a stale token or by another session is a no-op", Effect.gen(function*() {

@@ -4,7 +4,8 @@
  *
  * On a session's channel (named like the session key, mode `node`; heard by that session's backend
  * alone, see `Watches`): `granted:<token>:<name>`, the lease was handed to the session;
- * `released:<name>`, it is reserved for the session (a takeover). On a lease channel (named like the
+ * `released:<name>`, it is reserved for the session (a takeover); `wanted:<name>`, another session
+ * queued for a lease the session caches. On a lease channel (named like the
  * lease key): `released:<sid>`, it is reserved for that session (mode `cluster`); plain `released`,
  * anyone may try; `granted:<sid>:<token>`, the hand-off message of earlier versions of the scripts
  * (a store shared with clients of an earlier version during an upgrade). On a group channel (named
@@ -29,6 +30,7 @@ export const decoder = (k: Keys) => {
     if (channel.startsWith(sessionHead)) {
       const to = channel.slice(sessionHead.length, -1)
       if (message.startsWith("released:")) return Hint.Released({ name: message.slice(9), to })
+      if (message.startsWith("wanted:")) return Hint.Wanted({ name: message.slice(7), holder: to })
       if (message.startsWith("granted:")) {
         const at = message.indexOf(":", 8)
         const token = message.slice(8, at)

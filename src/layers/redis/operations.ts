@@ -201,8 +201,8 @@ export const make = (
   const acquireCall = mode === "node" ? Scripts.acquire : Scripts.acquireInCluster
   const releaseCall = mode === "node" ? Scripts.release : Scripts.releaseInCluster
   const withdrawCall = mode === "node" ? Scripts.withdraw : Scripts.withdrawInCluster
-  const acquireScript = (sessionId: string, name: string, holder: Holder, registered: Registered) =>
-    acquireCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered })
+  const acquireScript = (sessionId: string, name: string, reserve: number, holder: Holder, registered: Registered) =>
+    acquireCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered, block: reserve })
 
   const releaseScript = (sessionId: string, name: string, token: bigint) => {
     const holder = holderOf(sessionId, name)
@@ -217,10 +217,10 @@ export const make = (
     keepAlive: (sessionId, ttl, known, done) =>
       runWith("keepAlive", renewScript(sessionId, ttl, known), (reply) =>
         done(Either.map(reply, (renewed) => keepAliveReply(sessionId, renewedOnNode(renewed))))),
-    acquire: (sessionId, name, done) => {
+    acquire: (sessionId, name, reserve, done) => {
       const holder = holderOf(sessionId, name)
       const sentAt = watches.sent()
-      runWith("acquire", acquireScript(sessionId, name, holder, unregisteredArgs), (result) => {
+      runWith("acquire", acquireScript(sessionId, name, reserve, holder, unregisteredArgs), (result) => {
         if (Either.isLeft(result)) return done(Either.left(result.left))
         const reply = result.right
         const answer = acquireReply(reply)
@@ -277,7 +277,7 @@ export const make = (
 
     // acquire and release are on every lock's path: combinators, not `Effect.gen` (a generator costs
     // more than the rest of the call's JavaScript; see docs/performance.md).
-    acquire: (sessionId, name) => {
+    acquire: (sessionId, name, reserve) => {
       const holder = holderOf(sessionId, name)
       // Cluster: a registration overtaken by a renewal that closed the slot answers `stale`: register
       // again; a pulse on another node (the slot table is behind a resharding) answers `moved`: the
@@ -287,7 +287,7 @@ export const make = (
           if (registered === undefined) return acquiredExpired
           const sentAt = watches.sent()
           return Effect.flatMap(
-            run("acquire", acquireScript(sessionId, name, holder, registered)),
+            run("acquire", acquireScript(sessionId, name, reserve, holder, registered)),
             (reply) => {
               const answer = acquireReply(reply)
               const warned = acquireWarnings(name, reply)

@@ -16,13 +16,14 @@ export const GroupList = Schema.Array(Schema.Tuple(Schema.String, Schema.Array(S
 
 export const Opened = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Schema.Tuple(Schema.Literal("exists")))
 /** 1: the lease hash had been deleted by hand and was restored from its holder record. */
-const Restored = Schema.optionalElement(Schema.Literal(1))
+const Restored = Schema.optionalElement(Schema.Literal(0, 1))
 /**
  * `delayed`: a lock-delay runs (the ms left, and 1 when this call found the boot marker missing).
  * `stale`: (cluster) the registration the call carried was overtaken by a renewal that closed the slot.
  * `moved`: (cluster) the pulse the call named is on another node (the client's slot table is behind). */
 export const Acquired = Schema.Union(
-  Schema.Tuple(Schema.Literal("granted"), Token, Restored),
+  /** A grant's 4th element: the tokens it reserved (its token the last of them; absent: one). */
+  Schema.Tuple(Schema.Literal("granted"), Token, Restored, Schema.optionalElement(Schema.Int)),
   Schema.Tuple(Schema.Literal("held"), Schema.Union(Schema.Literal(""), Token), Millis, Restored),
   Schema.Tuple(Schema.Literal("delayed"), Millis, Schema.Literal(0, 1)),
   Schema.Tuple(Schema.Literal("stale")),
@@ -76,7 +77,9 @@ export const Marked = Schema.Tuple(Schema.Literal(0, 1), Schema.String)
 export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): AcquireReply | undefined => {
   switch (reply[0]) {
     case "granted":
-      return AcquireReply.Granted({ token: reply[1] })
+      return reply[3] === undefined
+        ? AcquireReply.Granted({ token: reply[1] })
+        : AcquireReply.Granted({ token: reply[1], reserved: reply[3] })
     case "held":
       return AcquireReply.HeldBy({
         token: reply[1] === "" ? undefined : reply[1],

@@ -8,7 +8,19 @@ import { define, defineInModes } from "./define.js"
 
 const acquireParams = {
   keys: ["lease", "queue", "holder", "holderLeases", "marker"],
-  args: ["sessionId", "name", "mode", "holderPrefix", "registration", "homeRemaining", "pulse", "margin", "idleMs", "delayMs"],
+  args: [
+    "sessionId",
+    "name",
+    "mode",
+    "holderPrefix",
+    "registration",
+    "homeRemaining",
+    "pulse",
+    "margin",
+    "idleMs",
+    "delayMs",
+    "block"
+  ],
   reply: Replies.Acquired
 } as const
 const acquireBody = `
@@ -31,7 +43,7 @@ else
   -- The shadow outlives the home by the margin: the fallback where its pulse cannot be read.
   keep = extend(holder, own + tonumber(margin))
 end
-return acquire(lease, queue, holderLeases, sessionId, name, own, keep, holders)
+return acquire(lease, queue, holderLeases, sessionId, name, own, keep, holders, tonumber(block))
 `
 /**
  * Grants the lease unless a live session holds it or it is reserved for another live waiter; a

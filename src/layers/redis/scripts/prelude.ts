@@ -227,9 +227,10 @@ end
 -- idle expiry) still hands out a token above every earlier one while the clock does not step back.
 -- Lua numbers are doubles: TIME in us is about 1.8e15 (2026), exact below 2^53 (~9.0e15, year
 -- ~2255), and so are stored + 1 and the max; '%.0f' prints the integer without an exponent. Tokens
--- are strings here and bigints on the client.
-local function next_token(stored, us)
-  return string.format('%.0f', math.max(tonumber(stored or '0') + 1, us))
+-- are strings here and bigints on the client. extra: the tokens reserved above it (a grant's block,
+-- see acquire), so the answer is the block's last and every later grant is above the whole block.
+local function next_token(stored, us, extra)
+  return string.format('%.0f', math.max(tonumber(stored or '0') + 1, us) + extra)
 end
 -- ---- Lock-delay after lost state ----
 -- The boot marker holds the server time (ms) from which grants may resume. A missing marker means the
@@ -252,7 +253,7 @@ end
 -- lk names no holder from now on: it expires once idle that long (a grant makes it persistent again),
 -- and its holder record goes.
 local function free(lk, holders)
-  redis.call('HDEL', lk, 'session', 'expires')
+  redis.call('HDEL', lk, 'session', 'expires', 'cached')
   redis.call('PEXPIRE', lk, holders.idle)
   redis.call('DEL', lk .. ':holder')
 end
@@ -293,9 +294,15 @@ end
 -- holder record lk .. ':holder' ('sid:token', in lk's slot) outlives a hash deleted by hand: an
 -- acquire that finds the hash gone and the record naming a live session restores the hash instead
 -- of granting (see acquire). The set expires with its liveness key (keep ms: the session key, or the
--- shadow; renewals extend both).
-local function hold(lk, set, name, sid, token, now, own, keep, expiring)
-  redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', now + own)
+-- shadow; renewals extend both). cached: sid's client may cache the lease (a grant with a block of
+-- tokens): the hash carries 'cached' until the lease is freed or handed on, and an acquire that
+-- queues behind it tells sid ('wanted', see acquire). nil leaves the field as it is.
+local function hold(lk, set, name, sid, token, now, own, keep, expiring, cached)
+  if cached then
+    redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', now + own, 'cached', '1')
+  else
+    redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', now + own)
+  end
   if expiring then redis.call('PERSIST', lk) end
   redis.call('SET', lk .. ':holder', sid .. ':' .. token)
   redis.call('SADD', set, name)
@@ -307,9 +314,10 @@ end
 local function grant_to(lk, q, name, head, holders, stored, expiring)
   local home = holder_key(holders, head)
   local now, us = server_time()
-  local token = next_token(stored, us)
+  local token = next_token(stored, us, 0)
   local own = redis.call('PTTL', home)
-  hold(lk, home .. ':leases', name, head, token, now, own, own, expiring)
+  if not expiring then redis.call('HDEL', lk, 'cached') end
+  hold(lk, home .. ':leases', name, head, token, now, own, own, expiring, nil)
   bump(holders, home)
   redis.call('ZREM', q, head)
   redis.call('PUBLISH', home, 'granted:' .. token .. ':' .. name)
@@ -356,13 +364,15 @@ local function release_all(set, sid, lease_prefix, holders)
 end
 -- Grant lease lk to sid (whose session has own ms left, its set keep ms) unless a live session holds
 -- it or it is reserved for another live waiter; a refused sid joins the queue q. Answers as the reply
--- of the acquire script; a 'granted' or 'held' answer carries a 4th element 1 when it restored a
--- lease hash deleted by hand from its holder record.
-local function acquire(lk, q, set, sid, name, own, keep, holders)
-  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil', 'queued')
+-- of the acquire script; a 'granted' or 'held' answer carries a 3rd element 1 when it restored a
+-- lease hash deleted by hand from its holder record. A new grant reserves a block of tokens
+-- (its token is the block's last; the 4th element of the answer says how many). In mode 'node' a
+-- refused sid tells a holder that caches the lease, on its channel ('wanted:<name>').
+local function acquire(lk, q, set, sid, name, own, keep, holders, block)
+  local h = redis.call('HMGET', lk, 'session', 'token', 'reserved', 'reservedUntil', 'queued', 'cached')
   local now, us = server_time()
   if h[1] == sid then
-    hold(lk, set, name, sid, h[2], now, own, keep, false)
+    hold(lk, set, name, sid, h[2], now, own, keep, false, nil)
     return {'granted', h[2]}
   end
   -- A free hash that exists has an expiry (freed, or made by wait_in), which a grant removes.
@@ -372,6 +382,9 @@ local function acquire(lk, q, set, sid, name, own, keep, holders)
     local left = holder_left(holders, h[1])
     if left ~= -2 then
       wait_in(lk, q, sid, now, own, h[5], true, holders)
+      if h[6] and holders.mode == 'node' then
+        redis.call('PUBLISH', holder_key(holders, h[1]), 'wanted:' .. name)
+      end
       return {'held', h[2] or '', left}
     end
     -- Takeover: the holder's session is gone, the lease is free.
@@ -388,7 +401,7 @@ local function acquire(lk, q, set, sid, name, own, keep, holders)
     local rsid, rtok = recorded_holder(m[2])
     if rsid == sid then
       -- The hash was deleted by hand while sid held the lease: it still does, with its token.
-      hold(lk, set, name, sid, rtok, now, own, keep, exists)
+      hold(lk, set, name, sid, rtok, now, own, keep, exists, nil)
       return {'granted', rtok, 1}
     end
     local left = rsid and holder_left(holders, rsid) or -2
@@ -425,13 +438,14 @@ local function acquire(lk, q, set, sid, name, own, keep, holders)
     wait_in(lk, q, sid, now, own, h[5], true, holders)
     return {'held', stored or '', math.max(untill - now, 1)}
   end
-  local token = next_token(stored, us)
+  local token = next_token(stored, us, block - 1)
   if head then
     redis.call('ZREM', q, sid)
     if h[3] then redis.call('HDEL', lk, 'reserved', 'reservedUntil') end
   end
-  hold(lk, set, name, sid, token, now, own, keep, exists)
+  hold(lk, set, name, sid, token, now, own, keep, exists, block > 1)
   bump(holders, holder_key(holders, sid))
+  if block > 1 then return {'granted', token, 0, block} end
   return {'granted', token}
 end
 -- The items of a comma-separated list (a renewal's slots travel as one argument: one string to write
