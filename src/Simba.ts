@@ -64,7 +64,7 @@ export interface LockOptions {
    */
   readonly awaitRelease?: boolean | undefined
   /**
-   * Lock caching (docs/locks.md, "Lock caching"): after the body, keep the lease for up to this long
+   * Lock caching (README, "Lock caching"): after the body, keep the lease for up to this long
    * while no other session asks for it, so the next lock of this name in this client starts its body
    * without a round trip, with its own term and a fencing token above every earlier one. Another
    * session that asks is queued and the lease goes to it as soon as no body of this client runs.
