@@ -95,7 +95,7 @@ const mutexOptions = (tuning: Tuning) => ({
   ...(tuning === "tuned" ? { retryInterval: 1 } : {})
 })
 
-const makePeer = async (ctx: Context, kind: PeerKind, tuning: Tuning, connection: string): Promise<Peer> => {
+export const makePeer = async (ctx: Context, kind: PeerKind, tuning: Tuning, connection: string): Promise<Peer> => {
   const redis = await newRedis(connection)
   if (kind === "redlock") {
     const redlock = new Redlock([redis], redlockSettings(tuning))
@@ -154,7 +154,7 @@ export const simbaBackend = (ctx: Context, connection: string) =>
     connectionName: connection
   })
 
-const simbaClient = (ctx: Context, connection: string): Effect.Effect<SimbaHandle, unknown, Scope.Scope> =>
+export const simbaClient = (ctx: Context, connection: string): Effect.Effect<SimbaHandle, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const backend = yield* simbaBackend(ctx, connection)
     const client = yield* Simba.make(simbaSettings).pipe(Effect.provideService(LeaseBackend, backend))

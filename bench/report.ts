@@ -115,6 +115,9 @@ const peerLines: ReadonlyArray<PeerLine> = [
   { label: "contended: process CPU per critical section", bench: "contended", metric: /^process CPU time per critical section .*\(peers at defaults\)/, better: "lower" },
   { label: "hand-over (release → waiter holds), median", bench: "handover", metric: /^release → waiter holds, median .*\(peers at defaults\)/, better: "lower" },
   { label: "hand-over, median, peers tuned", bench: "handover", metric: /^release → waiter holds, median .*\(peers tuned\)/, better: "lower" },
+  { label: "keep: one name taken again and again by one client, median", bench: "cached", metric: /^keep: one name taken again and again by one client, median/, better: "lower" },
+  { label: "keep: process CPU per body", bench: "cached", metric: /^keep: process CPU time per body/, better: "lower" },
+  { label: "keep: round trips per body", bench: "cached", metric: /^keep: round trips per body/, better: "lower" },
   { label: "renewal: round trips per renewal period, 1,000 leases held", bench: "renew", metric: /^round trips per renewal period/, better: "lower" },
   { label: "renewal: Redis commands/s to keep 1,000 leases", bench: "renew", metric: /^Redis commands\/s to keep 1,000 leases/, better: "lower" }
 ]

@@ -22,6 +22,10 @@
  *   leases (see `renew10k.ts`);
  * - handover: a holder releases while one contender waits (50 times, after 5 warm-up); Simba also
  *   with `withLock` on both sides (body end → body start), and the same two floors;
+ * - cached: lock caching (`keep`): one client takes one name 2,000 times (the peers take and release
+ *   it each time), on Redis and, for Simba, in memory; a second client asks for a cached lease (ask →
+ *   its body starts) and waits while the holder's body runs (body ends → its body starts), see
+ *   `cached.ts`;
  * - engine: `Engine.step` events per second (each case in a fresh process); heap per idle election; heap kept
  *   per `withLock` (a leak check).
  *
@@ -44,6 +48,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
+import * as Cached from "./cached.js"
 import * as EngineBench from "./engine.js"
 import * as Bystander from "./floors/bystander.js"
 import * as Floors from "./floors/redis.js"
@@ -107,7 +112,7 @@ const printTable = () => {
   for (const b of body) console.log(line(b))
 }
 
-const usage = "bench/run.ts [--only uncontended | contended | handover | renew10k | engine] [--help]"
+const usage = "bench/run.ts [--only uncontended | contended | handover | renew10k | cached | engine] [--help]"
 if (process.argv.includes("--help")) {
   console.log(usage)
   console.log("Without --only: every section, then bench/results*.json and docs/performance.md are written.")
@@ -118,7 +123,7 @@ const onlyAt = process.argv.indexOf("--only")
 const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
 if (
   only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover" && only !== "renew10k" &&
-  only !== "engine"
+  only !== "cached" && only !== "engine"
 ) {
   throw new Error(usage)
 }
@@ -271,14 +276,52 @@ const main = async () => {
     log(`renew10k: deleted ${await R10k.deleteClusterKeys(prefix)} cluster keys`)
   }
 
+  /** Lock caching: one name again and again, and a second client asking for a cached lease. */
+  const cachedSection = async () => {
+    log("cached: simba with keep, one name again and again (Redis, then memory)")
+    const kSimba = await Cached.sameNameSimba(ctx)
+    const kMemory = await Cached.sameNameMemory()
+    log("cached: redlock and redis-semaphore taking and releasing one name again and again")
+    const kRedlock = await Cached.sameNamePeer(ctx, "redlock")
+    const kMutex = await Cached.sameNamePeer(ctx, "redisSemaphore")
+    const k = (f: (r: Cached.SameNameResult) => number | undefined) => ({
+      simba: f(kSimba) ?? null,
+      redlock: f(kRedlock) ?? null,
+      redisSemaphore: f(kMutex) ?? null
+    })
+    row("cached", "keep: one name taken again and again by one client, median of 2,000 bodies", "µs", k((r) => us(R.summary.median(r.samples))))
+    row("cached", "keep: one name taken again and again by one client, p99", "µs", k((r) => us(R.summary.p99(r.samples))))
+    row("cached", "keep: process CPU time per body", "µs", k((r) => us(r.cpuPerBody)))
+    row("cached", "keep: round trips per body (client count, renewals left out)", "round trips", k((r) => r.roundTripsPerBody))
+    row("cached", "keep on the in-memory store: one name taken again and again, median of 2,000 bodies", "µs", {
+      simba: us(R.summary.median(kMemory.samples))
+    })
+    row("cached", "keep on the in-memory store: process CPU time per body", "µs", { simba: us(kMemory.cpuPerBody) })
+    log("cached: a second client asks for a cached lease")
+    const asked = await Cached.askedSimba(ctx)
+    row("cached", "keep: a second client asks for a lease the first caches (no body runs): ask → its body starts, median of 50", "ms", {
+      simba: R.summary.median(asked.askToBody)
+    })
+    row("cached", "keep: the holder's body ends while a second client waits → the waiter's body starts, median of 50", "ms", {
+      simba: R.summary.median(asked.bodyToBody)
+    })
+    log(
+      `cached: simba ${us(R.summary.median(kSimba.samples)).toFixed(1)} µs/body (${us(kSimba.cpuPerBody).toFixed(1)} µs CPU, ` +
+        `${kSimba.roundTripsPerBody?.toFixed(4)} round trips), redlock ${us(R.summary.median(kRedlock.samples)).toFixed(1)} µs ` +
+        `(${us(kRedlock.cpuPerBody).toFixed(1)} µs CPU), Mutex ${us(R.summary.median(kMutex.samples)).toFixed(1)} µs ` +
+        `(${us(kMutex.cpuPerBody).toFixed(1)} µs CPU); memory ${us(R.summary.median(kMemory.samples)).toFixed(1)} µs; ` +
+        `asked ${R.summary.median(asked.askToBody).toFixed(2)} ms, body → body ${R.summary.median(asked.bodyToBody).toFixed(2)} ms`
+    )
+  }
+
   try {
-    if (only === "renew10k") {
-      await renew10k()
+    if (only === "renew10k" || only === "cached") {
+      await (only === "renew10k" ? renew10k() : cachedSection())
       log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
       // The section's rows replace its rows of the last full run in results.json, the others kept.
       const out = fileURLToPath(new URL("./results.json", import.meta.url))
       const kept = existsSync(out)
-        ? (JSON.parse(readFileSync(out, "utf8")) as ReadonlyArray<Row>).filter((r) => r.bench !== "renew10k")
+        ? (JSON.parse(readFileSync(out, "utf8")) as ReadonlyArray<Row>).filter((r) => r.bench !== only)
         : []
       writeFileSync(out, `${JSON.stringify([...kept, ...rows], null, 2)}\n`)
       printTable()
@@ -513,6 +556,9 @@ const main = async () => {
 
     // ---- handover ----
     const hSimba = await handoverSection()
+
+    // ---- cached ----
+    await cachedSection()
 
     const engineEvents = await engineSection()
 
