@@ -75,7 +75,7 @@ describe("PostgreSQL commits without a flush", () => {
             return rows[0]?.synchronous_commit
           }))
         expect(yield* settingOf(`${fn("open")}($1, $2)`, [sid, 4000])).toBe("off")
-        expect(yield* settingOf(`${fn("acquire")}($1, $2, $3)`, [sid, name, lockDelay])).toBe("off")
+        expect(yield* settingOf(`${fn("acquire")}($1, $2, $3, $4)`, [sid, name, lockDelay, 1])).toBe("off")
         expect(yield* settingOf(`${fn("keep_alive")}($1, $2, $3)`, [sid, 4000, null])).toBe("off")
         const token = (yield* sql.unsafe<{ token: string }>(`SELECT token::text AS token FROM ${prefix}lease WHERE name = $1`, [name]))[0]!.token
         expect(yield* settingOf(`${fn("release")}($1, $2, $3, $4)`, [sid, name, token, lockDelay])).toBe("off")
@@ -134,7 +134,7 @@ describe("PostgreSQL commits without a flush", () => {
         yield* b.closeSession(s2)
       }).pipe(Effect.scoped)), 30_000)
 
-  it.live("an older client, calling schema version 3's routines, is served by version 4's: clock-floored tokens, one order of tokens with a new client", () =>
+  it.live("an older client, calling schema version 3's routines, is served by this version's: clock-floored tokens, one order of tokens with a new client", () =>
     withPrefix((prefix) =>
       Effect.gen(function*() {
         const sql = yield* SqlClient
@@ -163,6 +163,45 @@ describe("PostgreSQL commits without a flush", () => {
         expect(handed?.map((lease) => lease.name)).toEqual([name])
         expect(handed![0]!.token).toBeGreaterThan(olderToken)
         expect((yield* call(v3("close"), [older])).status).toBe("ok")
+        yield* b.closeSession(newer)
+      }).pipe(Effect.scoped)), 30_000)
+
+  it.live("an upgrade from schema version 4: its lease table gains the cached column, its routines become this version's (one token each), its tokens stay below the new ones", () =>
+    withPrefix((prefix) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient
+        // What version 4 left: a lease table without the column, a held name's row, its plpgsql acquire.
+        yield* sql.unsafe(`CREATE TABLE ${prefix}lease (
+  name varchar(128) PRIMARY KEY, session_id varchar(32), token bigint NOT NULL DEFAULT 0, acquired_at timestamptz)`)
+        const name = unique("upgraded")
+        const oldToken = BigInt(Date.now() + 60_000) * 1000n
+        yield* sql.unsafe(`INSERT INTO ${prefix}lease (name, session_id, token) VALUES ($1, NULL, $2)`, [name, oldToken.toString()])
+        const v4 = (operation: string) => Migrations.routine(prefix, 4, operation)
+        yield* sql.unsafe(`CREATE FUNCTION ${v4("acquire")}(p_sid varchar, p_name varchar, p_delay bigint) RETURNS json
+          LANGUAGE plpgsql AS $f$ BEGIN RETURN json_build_object('status', 'old'); END $f$`)
+        const b = yield* backendOn({ url: pgUrl, tablePrefix: prefix, lockDelay: 0 })
+        type Reply = { readonly status: string; readonly token?: string; readonly reserved?: number }
+        const call = (routine: string, params: ReadonlyArray<unknown>) =>
+          Effect.map(
+            sql.unsafe<{ r: Reply }>(`SELECT ${routine}(${params.map((_, i) => `$${i + 1}`).join(", ")}) AS r`, params),
+            (rows) => rows[0]!.r
+          )
+        const older = randomBytes(16).toString("hex")
+        expect((yield* call(v4("open"), [older, 4000])).status).toBe("live")
+        // The old acquire is this version's now: a grant of one token, above the row's.
+        const grant = yield* call(v4("acquire"), [older, name, 0])
+        expect(grant.status).toBe("granted")
+        expect(grant.reserved).toBe(1)
+        expect(BigInt(grant.token!)).toBe(oldToken + 1n)
+        expect((yield* call(v4("release"), [older, name, grant.token, 0])).status).toBe("released")
+        // A new client's grant reserves its block above it, and is told when wanted.
+        const newer = (yield* b.openSession(ttl)).sessionId
+        const blocked = yield* b.acquire(newer, name, 16)
+        expect(blocked).toMatchObject({ _tag: "Granted", reserved: 16, token: oldToken + 17n })
+        const cached = yield* sql.unsafe<{ cached: boolean }>(`SELECT cached FROM ${prefix}lease WHERE name = $1`, [name])
+        expect(cached[0]?.cached).toBe(true)
+        expect((yield* call(v4("acquire"), [older, name, 0])).status).toBe("held")
+        expect((yield* call(v4("close"), [older])).status).toBe("ok")
         yield* b.closeSession(newer)
       }).pipe(Effect.scoped)), 30_000)
 

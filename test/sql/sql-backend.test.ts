@@ -326,6 +326,37 @@ describe("SQL backend (postgres): hints", () => {
       yield* b.closeSession(holder)
       yield* b.closeSession(waiter)
     }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
+
+  it.live("a session refused a lease whose grant reserved a block tells its holder (w:<holder>:<name>); a grant of one token does not", () =>
+    Effect.gen(function*() {
+      const b = yield* LeaseBackend
+      const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
+      yield* b.hints.pipe(
+        Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
+        Effect.forkScoped
+      )
+      const holder = (yield* b.openSession(ttl)).sessionId
+      const waiter = (yield* b.openSession(ttl)).sessionId
+      const [cached, plain] = [unique("cached"), unique("plain")]
+      const reply = yield* b.acquire(holder, cached, 16)
+      expect(reply).toMatchObject({ _tag: "Granted", reserved: 16 })
+      granted(yield* b.acquire(holder, plain))
+      const wanted = (name: string) => (hint: Hint) => hint._tag === "Wanted" && hint.name === name && hint.holder === holder
+      // Refused (and queued) behind both: the listener may take a moment to be up, so ask again until heard.
+      yield* Effect.gen(function*() {
+        expect((yield* b.acquire(waiter, cached))._tag).toBe("HeldBy")
+        expect((yield* b.acquire(waiter, plain))._tag).toBe("HeldBy")
+        yield* received.changes.pipe(
+          Stream.filter((hints) => hints.some(wanted(cached))),
+          Stream.take(1),
+          Stream.runDrain,
+          Effect.timeoutFail({ duration: Duration.millis(300), onTimeout: () => new Error("not heard") })
+        )
+      }).pipe(Effect.retry(Schedule.recurs(15)))
+      expect((yield* SubscriptionRef.get(received)).some(wanted(plain))).toBe(false)
+      yield* b.closeSession(holder)
+      yield* b.closeSession(waiter)
+    }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
 })
 
 describe("SQL backend (postgres): timeouts", () => {

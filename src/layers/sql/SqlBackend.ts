@@ -76,6 +76,8 @@ interface Reply {
   readonly leases: ReadonlyArray<readonly [string, string]> | undefined
   readonly groups: ReadonlyArray<readonly [string, string]> | undefined
   readonly members: ReadonlyArray<string> | undefined
+  /** PostgreSQL: the tokens a grant reserved (its token the last of them). */
+  readonly reserved: number | undefined
   /** PostgreSQL: this call found the database's boot row gone, so commits may have been lost. */
   readonly lost: boolean
 }
@@ -132,7 +134,8 @@ const readReply = (row: unknown): Either.Either<Reply, string> => {
       version: stringField(fields, "version"),
       leases: listField(fields, "leases", isPair),
       groups: listField(fields, "groups", isPair),
-      members: listField(fields, "members", isString)
+      members: listField(fields, "members", isString),
+      reserved: numberField(fields, "reserved")
     }),
     (read) => ({ status: status as Reply["status"], ...read, lost: fields["lost"] === true })
   )
@@ -333,7 +336,8 @@ export const make = (
         pg: () => `SELECT ${schema.routine(operation)}(${Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")}) AS r`,
         orElse: () => `CALL ${schema.routine(operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
       })
-    // PostgreSQL's acquire and release take the lock-delay in ms as their last parameter.
+    // PostgreSQL's acquire and release take the lock-delay in ms (acquire then the block of tokens to
+    // reserve) after their other parameters.
     const pg = backend === "postgres"
     const lockDelayMillis = settings.lockDelay === undefined ? Migrations.defaultLockDelayMs : Duration.toMillis(settings.lockDelay)
     const delayParam: ReadonlyArray<unknown> = pg ? [lockDelayMillis] : []
@@ -341,7 +345,7 @@ export const make = (
       open: statementOf("open", 2),
       keep_alive: statementOf("keep_alive", 3),
       close: statementOf("close", 1),
-      acquire: statementOf("acquire", 2 + delayParam.length),
+      acquire: statementOf("acquire", pg ? 4 : 2),
       release: statementOf("release", 3 + delayParam.length),
       join: statementOf("join", 2),
       leave: statementOf("leave", 2),
@@ -422,13 +426,19 @@ export const make = (
         }
       )
 
-    const acquire = (sessionId: string, name: string) =>
-      Effect.flatMap(call("acquire", [sessionId, name, ...delayParam]), (reply): Effect.Effect<AcquireReply, unknown> => {
+    const acquire = (sessionId: string, name: string, reserve: number) =>
+      Effect.flatMap(call("acquire", pg ? [sessionId, name, lockDelayMillis, reserve] : [sessionId, name]), (reply): Effect.Effect<AcquireReply, unknown> => {
         switch (reply.status) {
           case "expired":
             return Effect.succeed(AcquireReply.Expired())
           case "granted":
-            return Effect.zipRight(waiting.forget(name), Either.map(tokenOf(reply), (token) => AcquireReply.Granted({ token })))
+            return Effect.zipRight(
+              waiting.forget(name),
+              Either.map(tokenOf(reply), (token) =>
+                reply.reserved !== undefined && reply.reserved > 1
+                  ? AcquireReply.Granted({ token, reserved: reply.reserved })
+                  : AcquireReply.Granted({ token }))
+            )
           case "held":
             return Effect.as(waiting.refused(name), AcquireReply.HeldBy({
               token: reply.token !== undefined && tokenPattern.test(reply.token)

@@ -29,6 +29,7 @@ export interface ListenClient {
 }
 
 const grantedPattern = new RegExp(`^(${sessionIdSource}):([1-9][0-9]{0,18}):(.+)$`)
+const wantedPattern = new RegExp(`^(${sessionIdSource}):(.+)$`)
 
 /** The hint a notification payload carries, or `undefined` for one this backend does not send. */
 export const decode = (payload: string | undefined): Hint | undefined => {
@@ -39,6 +40,11 @@ export const decode = (payload: string | undefined): Hint | undefined => {
       return Hint.Released({ name: subject })
     case "g":
       return Hint.GroupChanged({ group: subject })
+    case "w": {
+      // `w:<holder>:<name>`: a session was refused the lease `holder` caches.
+      const match = wantedPattern.exec(subject)
+      return match === null ? undefined : Hint.Wanted({ name: match[2]!, holder: match[1]! })
+    }
     case "h": {
       // `h:<session>:<token>:<name>`: the name last, since it may contain `:`.
       const match = grantedPattern.exec(subject)

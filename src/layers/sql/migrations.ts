@@ -1,6 +1,6 @@
 /**
  * The schema of the SQL backends, per dialect: the tables (`<prefix>session`, `lease`, `member`, and
- * `waiter` and the unlogged `boot` on PostgreSQL) and one routine per SPI operation (`<prefix>v4_*` PL/pgSQL functions,
+ * `waiter` and the unlogged `boot` on PostgreSQL) and one routine per SPI operation (`<prefix>v5_*` PL/pgSQL functions,
  * `<prefix>v2_*` MySQL procedures), so every operation is one round trip with every decision about
  * time taken by the database inside it. Lease rows are never deleted, so tokens only rise; routines
  * lock lease rows, then session rows in id order, then read the clock. The version in the routines'
@@ -31,7 +31,7 @@ export const channel = (prefix: string): string => `${prefix}hints`
 export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
 
 /** The schema versions the routines carry in their names. */
-export const postgresVersion = 4
+export const postgresVersion = 5
 export const mysqlVersion = 2
 
 /**
@@ -47,7 +47,7 @@ AND (s.id IS NULL OR s.expires_at <= UTC_TIMESTAMP(6))`
 export const defaultLockDelayMs = 15_000
 
 /** The schema versions on PostgreSQL whose routines `postgresUpgrades` turns into calls of this version's. */
-export const olderPostgresVersions = [1, 2, 3] as const
+export const olderPostgresVersions = [1, 2, 3, 4] as const
 
 /**
  * PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value.
@@ -100,6 +100,9 @@ export const postgres = (prefix: string): Schema => {
   acquired_at timestamptz
 )`,
       `CREATE INDEX IF NOT EXISTS ${lease}_session ON ${lease} (session_id)`,
+      // Since version 5: the holder's grant reserved a block of tokens (its client may cache the
+      // lease), so a session refused it is told ("w:<holder>:<name>"). Metadata only on PostgreSQL 11+.
+      `ALTER TABLE ${lease} ADD COLUMN IF NOT EXISTS cached boolean NOT NULL DEFAULT false`,
       `CREATE TABLE IF NOT EXISTS ${member} (
   group_name varchar(128) NOT NULL,
   session_id varchar(32) NOT NULL,
@@ -194,12 +197,14 @@ END $f$`,
       // name never acquired is granted by its first row: one insert and the requester's version bump.
       // A requester whose session turned out dead leaves a row naming it, which is a free lease (its
       // holder is gone); its token is simply spent. A free lease is granted by the version bump (which
-      // is the requester's row lock) and the lease update.
-      `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar, p_delay bigint) RETURNS json LANGUAGE plpgsql AS $f$
+      // is the requester's row lock) and the lease update. A new grant reserves p_block tokens: its
+      // token is the block's last ('reserved' says how many), so every later grant is above the block.
+      `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar, p_delay bigint, p_block bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_now timestamptz;
   v_holder varchar;
   v_token bigint;
+  v_cached boolean;
   v_acquired timestamptz;
   v_own timestamptz;
   v_held timestamptz;
@@ -220,16 +225,17 @@ BEGIN
       'remaining', ceil(extract(epoch FROM v_resume - v_now) * 1000));
   END IF;
   v_now := clock_timestamp();
-  INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, ${floored("1", "v_now")}, v_now)
+  INSERT INTO ${lease} (name, session_id, token, acquired_at, cached)
+    VALUES (p_name, p_sid, ${floored("1", "v_now")} + p_block - 1, v_now, p_block > 1)
     ON CONFLICT (name) DO NOTHING RETURNING token INTO v_token;
   IF FOUND THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid RETURNING expires_at INTO v_own;
     IF v_own IS NULL OR v_own <= clock_timestamp() THEN
       RETURN json_build_object('lost', v_found, 'status', 'expired');
     END IF;
-    RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text);
+    RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text, 'reserved', p_block);
   END IF;
-  SELECT session_id, token, acquired_at INTO v_holder, v_token, v_acquired FROM ${lease} WHERE name = p_name FOR UPDATE;
+  SELECT session_id, token, acquired_at, cached INTO v_holder, v_token, v_acquired, v_cached FROM ${lease} WHERE name = p_name FOR UPDATE;
   IF v_holder IS NULL THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid RETURNING expires_at INTO v_own;
   ELSIF v_holder = p_sid THEN
@@ -255,16 +261,20 @@ BEGIN
   END IF;
   IF v_held > v_now THEN
     INSERT INTO ${waiter} (name, session_id, since) VALUES (p_name, p_sid, v_now) ON CONFLICT DO NOTHING;
+    IF v_cached THEN
+      ${notify("'w:' || v_holder || ':' || p_name")}
+    END IF;
     RETURN json_build_object('lost', v_found, 'status', 'held', 'token', v_token::text,
       'remaining', floor(extract(epoch FROM v_held - v_now) * 1000));
   END IF;
-  UPDATE ${lease} SET session_id = p_sid, token = ${floored("v_token + 1", "v_now")}, acquired_at = v_now WHERE name = p_name
+  UPDATE ${lease} SET session_id = p_sid, token = ${floored("v_token + 1", "v_now")} + p_block - 1, acquired_at = v_now,
+    cached = p_block > 1 WHERE name = p_name
     RETURNING token INTO v_token;
   IF v_holder IS NOT NULL THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
   END IF;
   DELETE FROM ${waiter} WHERE name = p_name AND session_id = p_sid;
-  RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text);
+  RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text, 'reserved', p_block);
 END $f$`,
       // A release hands the lease to the first waiter still alive, in the same transaction (the next
       // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with nobody
@@ -309,8 +319,8 @@ BEGIN
     END IF;
     ${notify("'r:' || p_name")}
   ELSE
-    UPDATE ${lease} SET session_id = v_next, token = ${floored("p_token + 1", "clock_timestamp()")}, acquired_at = clock_timestamp()
-      WHERE name = p_name RETURNING token INTO v_token;
+    UPDATE ${lease} SET session_id = v_next, token = ${floored("p_token + 1", "clock_timestamp()")}, acquired_at = clock_timestamp(),
+      cached = false WHERE name = p_name RETURNING token INTO v_token;
     UPDATE ${session} SET version = version + 1 WHERE id = v_next;
     ${notify("'h:' || v_next || ':' || v_token::text || ':' || p_name")}
   END IF;
@@ -357,21 +367,23 @@ END $f$`,
  * this version's migration whether or not that version was ever installed: a client of it still
  * running (a rolling upgrade), or started later, then keeps this version's rules (no grant during a
  * lock-delay, tokens floored by the clock, no waiting for a flush), and its own migration finds its
- * marker and installs nothing. Their lock-delay is `defaultLockDelayMs`. Versions 1 to 3 have
- * these signatures.
+ * marker and installs nothing. Versions 1 to 3 have these signatures and the lock-delay
+ * `defaultLockDelayMs`; version 4's acquire and release take the lock-delay as their last parameter,
+ * and its acquire reserves no block (one token).
  */
 export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray<string> => {
   const older = (operation: string) => routine(prefix, version, operation)
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
-  const delay = defaultLockDelayMs
+  const delay = version >= 4 ? "p_delay" : String(defaultLockDelayMs)
+  const delayParam = version >= 4 ? ", p_delay bigint" : ""
   const wrapper = (operation: string, params: string, call: string) =>
     `CREATE OR REPLACE FUNCTION ${older(operation)}(${params}) RETURNS json LANGUAGE sql AS $f$ SELECT ${fn(operation)}(${call}) $f$`
   return [
     wrapper("open", "p_sid varchar, p_ttl bigint", "p_sid, p_ttl"),
     wrapper("keep_alive", "p_sid varchar, p_ttl bigint, p_known bigint", "p_sid, p_ttl, p_known"),
     wrapper("close", "p_sid varchar", "p_sid"),
-    wrapper("acquire", "p_sid varchar, p_name varchar", `p_sid, p_name, ${delay}`),
-    wrapper("release", "p_sid varchar, p_name varchar, p_token bigint", `p_sid, p_name, p_token, ${delay}`),
+    wrapper("acquire", `p_sid varchar, p_name varchar${delayParam}`, `p_sid, p_name, ${delay}, 1`),
+    wrapper("release", `p_sid varchar, p_name varchar, p_token bigint${delayParam}`, `p_sid, p_name, p_token, ${delay}`),
     wrapper("join", "p_sid varchar, p_group varchar", "p_sid, p_group"),
     wrapper("leave", "p_sid varchar, p_group varchar", "p_sid, p_group"),
     wrapper("members", "p_group varchar", "p_group")
