@@ -18,7 +18,7 @@ import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { randomBytes } from "node:crypto"
-import { type AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import { AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as MysqlBackend from "../../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
@@ -256,6 +256,28 @@ for (const dialect of dialects) {
         const token = granted(yield* b.acquire(sessionId, name))
         expect(token).toBe(big + 1n)
         expect(live(yield* b.keepAlive(sessionId, ttl)).leases).toEqual([{ name, token: big + 1n }])
+        yield* b.closeSession(sessionId)
+      }).pipe(Effect.provide(Layer.merge(dialect.layer(dialect.prefix), dialect.raw)), Effect.scoped))
+
+    it.live("a grant reserving a block: its token is the block's last (a first row too), the holder asking again gets no new block, the next grant is above it", () =>
+      Effect.gen(function*() {
+        const b = yield* LeaseBackend
+        const [fresh, used] = [unique("block-fresh"), unique("block-used")]
+        const sessionId = (yield* b.openSession(ttl)).sessionId
+        const before = granted(yield* b.acquire(sessionId, used))
+        yield* b.release(sessionId, used, before)
+        for (const [name, above] of [[fresh, 0n], [used, before]] as const) {
+          const reply = yield* b.acquire(sessionId, name, 16)
+          expect(reply).toMatchObject({ _tag: "Granted", reserved: 16 })
+          const token = granted(reply)
+          expect(token - 15n).toBeGreaterThan(above)
+          const again = yield* b.acquire(sessionId, name, 16)
+          expect(again).toEqual(AcquireReply.Granted({ token }))
+          yield* b.release(sessionId, name, token)
+          const next = granted(yield* b.acquire(sessionId, name))
+          expect(next).toBeGreaterThan(token)
+          yield* b.release(sessionId, name, next)
+        }
         yield* b.closeSession(sessionId)
       }).pipe(Effect.provide(Layer.merge(dialect.layer(dialect.prefix), dialect.raw)), Effect.scoped))
 

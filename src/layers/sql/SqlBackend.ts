@@ -76,7 +76,7 @@ interface Reply {
   readonly leases: ReadonlyArray<readonly [string, string]> | undefined
   readonly groups: ReadonlyArray<readonly [string, string]> | undefined
   readonly members: ReadonlyArray<string> | undefined
-  /** PostgreSQL: the tokens a grant reserved (its token the last of them). */
+  /** The tokens a grant reserved (its token the last of them). */
   readonly reserved: number | undefined
   /** PostgreSQL: this call found the database's boot row gone, so commits may have been lost. */
   readonly lost: boolean
@@ -345,7 +345,7 @@ export const make = (
       open: statementOf("open", 2),
       keep_alive: statementOf("keep_alive", 3),
       close: statementOf("close", 1),
-      acquire: statementOf("acquire", pg ? 4 : 2),
+      acquire: statementOf("acquire", pg ? 4 : 3),
       release: statementOf("release", 3 + delayParam.length),
       join: statementOf("join", 2),
       leave: statementOf("leave", 2),
@@ -427,7 +427,7 @@ export const make = (
       )
 
     const acquire = (sessionId: string, name: string, reserve: number) =>
-      Effect.flatMap(call("acquire", pg ? [sessionId, name, lockDelayMillis, reserve] : [sessionId, name]), (reply): Effect.Effect<AcquireReply, unknown> => {
+      Effect.flatMap(call("acquire", pg ? [sessionId, name, lockDelayMillis, reserve] : [sessionId, name, reserve]), (reply): Effect.Effect<AcquireReply, unknown> => {
         switch (reply.status) {
           case "expired":
             return Effect.succeed(AcquireReply.Expired())

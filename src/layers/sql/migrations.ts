@@ -1,7 +1,7 @@
 /**
  * The schema of the SQL backends, per dialect: the tables (`<prefix>session`, `lease`, `member`, and
  * `waiter` and the unlogged `boot` on PostgreSQL) and one routine per SPI operation (`<prefix>v5_*` PL/pgSQL functions,
- * `<prefix>v2_*` MySQL procedures), so every operation is one round trip with every decision about
+ * `<prefix>v3_*` MySQL procedures), so every operation is one round trip with every decision about
  * time taken by the database inside it. Lease rows are never deleted, so tokens only rise; routines
  * lock lease rows, then session rows in id order, then read the clock. The version in the routines'
  * names lets two versions run side by side during a rolling upgrade. Details: docs/design.md,
@@ -10,7 +10,7 @@
 
 /** What the migration creates for a table prefix. */
 export interface Schema {
-  /** The name of the routine of one operation, e.g. `simba_v2_acquire`. */
+  /** The name of the routine of one operation, e.g. `simba_v3_acquire`. */
   readonly routine: (operation: string) => string
   /** Statements run in order by `migrate`, each one round trip. */
   readonly statements: ReadonlyArray<string>
@@ -32,7 +32,7 @@ export const routine = (prefix: string, version: number, operation: string): str
 
 /** The schema versions the routines carry in their names. */
 export const postgresVersion = 5
-export const mysqlVersion = 2
+export const mysqlVersion = 3
 
 /**
  * MySQL/MariaDB: which of `count` names are free now (no holder, or a holder whose session is gone or
@@ -481,7 +481,8 @@ BEGIN
   COMMIT;
   SELECT 'ok' AS status;
 END`,
-      `CREATE PROCEDURE ${fn("acquire")}(IN p_sid ${id}, IN p_name ${name})
+      // A new grant reserves p_block tokens (since version 3): its token is the block's last.
+      `CREATE PROCEDURE ${fn("acquire")}(IN p_sid ${id}, IN p_name ${name}, IN p_block BIGINT)
 BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_found INT DEFAULT 0;
@@ -495,8 +496,8 @@ BEGIN
     -- A name never acquired is granted by its first row (token 1); a requester whose session turned
     -- out dead leaves a row naming it, a free lease (token 1 is spent). A concurrent first acquire of
     -- the name makes this fail with a duplicate key (1062): retried.
-    INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, 1, UTC_TIMESTAMP(6));
-    SET v_holder = p_sid, v_token = 1;
+    INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, p_block, UTC_TIMESTAMP(6));
+    SET v_holder = p_sid, v_token = p_block;
   END IF;
   IF v_holder IS NULL OR v_holder = p_sid THEN
     SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
@@ -514,18 +515,21 @@ BEGIN
   ELSEIF v_holder = p_sid THEN
     IF v_found = 0 THEN
       UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+      COMMIT;
+      SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token, p_block AS reserved;
+    ELSE
+      COMMIT;
+      SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
     END IF;
-    COMMIT;
-    SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
   ELSEIF v_held > v_now THEN
     COMMIT;
     SELECT 'held' AS status, CAST(v_token AS CHAR) AS token, TIMESTAMPDIFF(MICROSECOND, v_now, v_held) DIV 1000 AS remaining;
   ELSE
     -- The token first: MySQL evaluates SET left to right.
-    UPDATE ${lease} SET token = v_token + 1, session_id = p_sid, acquired_at = v_now WHERE name = p_name;
+    UPDATE ${lease} SET token = v_token + p_block, session_id = p_sid, acquired_at = v_now WHERE name = p_name;
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
     COMMIT;
-    SELECT 'granted' AS status, CAST(v_token + 1 AS CHAR) AS token;
+    SELECT 'granted' AS status, CAST(v_token + p_block AS CHAR) AS token, p_block AS reserved;
   END IF;
 END`,
       `CREATE PROCEDURE ${fn("release")}(IN p_sid ${id}, IN p_name ${name}, IN p_token BIGINT)
