@@ -152,6 +152,10 @@ interface DbResult {
   readonly floor: number
   readonly uncontended: number
   readonly uncontendedP99: number
+  /** `withLock` with `keep` on one name again and again (lock caching), median, µs. */
+  readonly cached: number
+  /** Its process CPU time per body, µs. */
+  readonly cachedCpu: number
   readonly backendOnly: number
   readonly backendOnlyCpu: number
   readonly backendOnlyRoundTrips: number
@@ -222,6 +226,8 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
     }
 
     let uncontended: ReadonlyArray<number> = [skipped]
+    let cached: ReadonlyArray<number> = [skipped]
+    let cachedCpu = skipped
     let backendOnly: ReadonlyArray<number> = [skipped]
     let backendOnlyCpu = skipped
     let backendOnlyRoundTrips = skipped
@@ -247,6 +253,12 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       const client = yield* clientOn(backend)
       yield* timed(100, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
       uncontended = yield* timed(500, (i) => client.withLock(`u-${run}-${i}`, Effect.void))
+      const kept = () => client.withLock(`kept-${run}`, Effect.void, { keep: "1 second" })
+      yield* timed(100, kept)
+      const cachedCpu0 = process.cpuUsage()
+      cached = yield* timed(500, kept)
+      const cachedUsed = process.cpuUsage(cachedCpu0)
+      cachedCpu = (cachedUsed.user + cachedUsed.system) / 500
       ;[peerPair, commitFloor, unflushedFloor] = yield* Effect.scoped(Effect.gen(function*() {
         const conn = yield* sql.reserve
         const lock = db === "postgres"
@@ -402,6 +414,8 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       floor: median(floor) * 1000,
       uncontended: median(uncontended) * 1000,
       uncontendedP99: percentile(uncontended, 99) * 1000,
+      cached: median(cached) * 1000,
+      cachedCpu,
       backendOnly: median(backendOnly) * 1000,
       backendOnlyCpu,
       backendOnlyRoundTrips,
@@ -511,6 +525,8 @@ export const main = async (
   row("sql floor", "SELECT 1 through @effect/sql, median", "µs", (r) => r.floor)
   row("sql uncontended", "withLock on a fresh name, median (peer: raw advisory lock + unlock pair)", "µs", (r) => r.uncontended, (r) => r.peerPair)
   row("sql uncontended", "withLock on a fresh name, p99", "µs", (r) => r.uncontendedP99)
+  row("sql uncontended", "withLock with keep: one name taken again and again, median of 500 (peer: raw advisory lock + unlock pair)", "µs", (r) => r.cached, (r) => r.peerPair)
+  row("sql uncontended", "withLock with keep: process CPU time per body", "µs", (r) => r.cachedCpu)
   row("sql uncontended", "LeaseBackend alone, acquire + release, median", "µs", (r) => r.backendOnly)
   row("sql uncontended", "LeaseBackend alone, process CPU time per acquire + release", "µs", (r) => r.backendOnlyCpu)
   row("sql uncontended", "LeaseBackend alone, round trips per acquire + release (client count)", "round trips", (r) => r.backendOnlyRoundTrips)
