@@ -340,6 +340,39 @@ const clientTable = (rows: ReadonlyArray<RedisRow>): string => {
   return table(["", "Simba"], lines.map(([label, row]) => [label, cell(row)]))
 }
 
+/** Lock caching (`keep`): one name again and again, on every store that keeps blocks, and a second client asking. */
+const cachedTable = (redis: ReadonlyArray<RedisRow>, sql: ReadonlyArray<SqlRow>): string => {
+  const r = (metric: RegExp) => find(redis, "cached", metric)
+  const s = (metric: RegExp) => find(sql, "sql uncontended", metric)
+  const cell = (value: number | null | undefined, unit: string | undefined) => fmt(value, unit ?? "")
+  const sameName = r(/^keep: one name taken again and again by one client, median/)
+  const cpu = r(/^keep: process CPU time per body/)
+  const trips = r(/^keep: round trips per body/)
+  const memory = r(/^keep on the in-memory store: one name taken again and again, median/)
+  const memoryCpu = r(/^keep on the in-memory store: process CPU/)
+  const asked = r(/^keep: a second client asks/)
+  const bodyToBody = r(/^keep: the holder's body ends/)
+  const sqlSame = s(/^withLock with keep: one name taken again and again, median/)
+  const sqlCpu = s(/^withLock with keep: process CPU time per body/)
+  const peerBest = (row: RedisRow | undefined) => {
+    const peers = [row?.redlock, row?.redisSemaphore].filter(isNumber)
+    return peers.length === 0 ? undefined : Math.min(...peers)
+  }
+  return table(
+    ["", "Simba with `keep`", "without (the faster peer; SQL: a raw advisory-lock pair)", "ratio"],
+    [
+      ["Redis: one name taken again and again by one client, median", cell(sameName?.simba, sameName?.unit), cell(peerBest(sameName), sameName?.unit), ratio(sameName?.simba, peerBest(sameName))],
+      ["Redis: process CPU per body", cell(cpu?.simba, cpu?.unit), cell(peerBest(cpu), cpu?.unit), ratio(cpu?.simba, peerBest(cpu))],
+      ["Redis: round trips per body", cell(trips?.simba, trips?.unit), cell(peerBest(trips), trips?.unit), ratio(trips?.simba, peerBest(trips))],
+      ["in memory: one name again and again, median (CPU per body)", `${cell(memory?.simba, memory?.unit)} (${cell(memoryCpu?.simba, memoryCpu?.unit)})`, "—", "—"],
+      ["PostgreSQL: one name again and again, median (CPU per body)", `${cell(sqlSame?.postgres, sqlSame?.unit)} (${cell(sqlCpu?.postgres, sqlCpu?.unit)})`, cell(sqlSame?.peerPostgres, sqlSame?.unit), ratio(sqlSame?.postgres, sqlSame?.peerPostgres ?? undefined)],
+      ["MySQL/MariaDB: one name again and again, median (CPU per body)", `${cell(sqlSame?.mysql, sqlSame?.unit)} (${cell(sqlCpu?.mysql, sqlCpu?.unit)})`, cell(sqlSame?.peerMysql, sqlSame?.unit), ratio(sqlSame?.mysql, sqlSame?.peerMysql ?? undefined)],
+      ["Redis: a second client asks for a cached lease (no body runs): ask → its body starts, median", cell(asked?.simba, asked?.unit), "—", "—"],
+      ["Redis: the holder's body ends while a second client waits → its body starts, median", cell(bodyToBody?.simba, bodyToBody?.unit), "—", "—"]
+    ]
+  )
+}
+
 // -------------------------------------------------------------------------------------------------
 // The page
 // -------------------------------------------------------------------------------------------------
@@ -365,7 +398,7 @@ node --import tsx --import ./bench/built.mjs bench/run.ts --only contended   # o
 \`npm run bench\` starts the servers it needs (\`scripts/services.sh\`: Redis, the Redis Cluster,
 PostgreSQL, MariaDB, ZooKeeper), builds the package and measures \`dist/\`, the code users install.
 It takes several minutes and keeps a core busy; run it on an otherwise idle machine. \`--only\` takes
-\`uncontended\`, \`contended\`, \`handover\`, \`renew10k\` or \`engine\` (the last needs no server);
+\`uncontended\`, \`contended\`, \`handover\`, \`renew10k\`, \`cached\` or \`engine\` (the last needs no server);
 \`bench/zookeeper.ts\` and \`bench/sql.ts\` run alone the same way. Every uncontended series is timed
 after 4,000 warm-up runs, so the code on the path is optimized, as in a service that takes locks all
 day.
@@ -409,6 +442,14 @@ floor and the lock-delay ([sql.md](sql.md#commits-without-a-flush)); its rows ar
 commits without the flush and the client's two calls.
 
 ${backendsTable(sql, zk)}
+
+## Lock caching
+
+A lock with \`keep\` (README, "Lock caching") keeps its lease after the body, so a client that takes
+one name again and again runs its bodies without a round trip, each with its own term and fencing
+token from the block its grant reserved. ZooKeeper cannot reserve blocks, so it has no row here.
+
+${cachedTable(redis, sql)}
 
 ## The client
 

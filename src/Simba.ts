@@ -148,6 +148,15 @@ export interface SimbaSnapshot {
     readonly members: ReadonlyArray<string>
     readonly owned: ReadonlyArray<number>
   }>
+  /**
+   * Leases kept after their lock's body (`keep`): held on the store with `token` (its block's last),
+   * released when `remaining` has passed unless a lock of the name takes it first.
+   */
+  readonly cached: ReadonlyArray<{
+    readonly name: string
+    readonly token: bigint
+    readonly remaining: Duration.Duration
+  }>
 }
 
 /** One client: a session on the backend and everything competing through it. */

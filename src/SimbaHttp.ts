@@ -55,7 +55,8 @@ export const snapshotJson = (snapshot: Simba.SimbaSnapshot) => ({
     partitions: g.partitions,
     members: g.members,
     owned: g.owned
-  }))
+  })),
+  cached: snapshot.cached.map((c) => ({ name: c.name, token: c.token.toString(), remainingMillis: Duration.toMillis(c.remaining) }))
 })
 
 /** Effect's metric registry (Simba's metrics and the application's) in the Prometheus text format. */

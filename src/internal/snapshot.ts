@@ -29,6 +29,7 @@ export const snapshot = (shell: Shell): Effect.Effect<SimbaSnapshot> =>
         partitions: g.partitions,
         members: g.members,
         owned: g.owned
-      }))
+      })),
+      cached: Array.from(s.cached.entries()).map(([name, c]) => ({ name, token: c.leaseToken, remaining: left(c.until) }))
     } satisfies SimbaSnapshot
   })

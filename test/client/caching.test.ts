@@ -26,8 +26,13 @@ describe("lock caching", () => {
       expect(yield* acquiresOf(a.calls)).toBe(1)
       expect(yield* releasesOf(a.calls)).toBe(0)
       for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!)
+      // The snapshot shows the cached lease, held with its block's last token.
+      const cached = (yield* a.client.snapshot).cached
+      expect(cached.map((c) => c.name)).toEqual(["c"])
+      expect(cached[0]!.token).toBeGreaterThanOrEqual(tokens[tokens.length - 1]!)
       yield* advance("1100 millis")
       expect(yield* releasesOf(a.calls)).toBe(1)
+      expect((yield* a.client.snapshot).cached).toEqual([])
       // Another client is now granted a token above every token of the block.
       const b = yield* makeClient(backend)
       const next = yield* b.client.withLock("c", (term) => Effect.succeed(term.token))
