@@ -120,7 +120,9 @@ const num = (line: Line, field: string) => Number(line.json?.[field])
 export const run = async (
   backend: Backend,
   wanted: ReadonlyArray<{ readonly fault: Fault; readonly rounds: number }>,
-  log: (text: string) => void = () => {}
+  log: (text: string) => void = () => {},
+  /** `lockKeep`: the processes take a lock with this `keep` again and again (leader.ts, CHAOS_LOCK_KEEP). */
+  options: { readonly lockKeep?: string | undefined } = {}
 ): Promise<ReadonlyArray<Row>> => {
   let plan = wanted
   const suffix = randomBytes(5).toString("hex")
@@ -219,6 +221,7 @@ export const run = async (
         CHAOS_NAME: `chaos-${suffix}`,
         CHAOS_FENCE_KEY: `simba-chaos:${backend}:${suffix}`,
         WRITE_EVERY_MS: "20",
+        ...(options.lockKeep === undefined ? {} : { CHAOS_LOCK_KEEP: options.lockKeep }),
         SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
         // The Redis lock-delay after lost state, and PostgreSQL's after a crash: the lease duration
         // (what boundOf adds for a wipe or a crash).
@@ -280,6 +283,9 @@ export const run = async (
         const settledFrom = monotonicMs()
         await children.waitFor(`a leader writing before ${fault}`, () => leader(settledFrom) !== undefined, 30_000)
         await sleep(300)
+        // Leadership may have moved meanwhile (locks taken again and again hand the lease on between
+        // bodies): the victim is whoever leads now.
+        await children.waitFor(`a leader to fault (${fault})`, () => leader(settledFrom) !== undefined, 30_000)
         const victim = leader(settledFrom)!
         const faultAt = monotonicMs()
         let healAt = faultAt
@@ -440,9 +446,15 @@ const analyse = (
     }
     if (w.tok < highest.tok) staleAt.push(w.at)
   }
+  // Every start line, not one per token: a term that starts with the token of an earlier one is one.
+  const allStarts = lines.filter((l) => l.json?.ev === "start")
+    .map((l) => ({ tok: BigInt(String(l.json!.tok)), start: num(l, "mono") }))
+    .sort((a, b) => a.start - b.start)
   const regressionAt: Array<number> = []
-  for (let i = 1; i < starts.length; i++) {
-    if (starts[i]!.tok <= starts.slice(0, i).reduce((m, s) => (s.tok > m ? s.tok : m), 0n)) regressionAt.push(starts[i]!.start)
+  let highestStarted = 0n
+  for (const s of allStarts) {
+    if (s.tok <= highestStarted) regressionAt.push(s.start)
+    if (s.tok > highestStarted) highestStarted = s.tok
   }
 
   const rows: Array<Row> = []

@@ -8,6 +8,12 @@
  * - CHAOS_FENCE=sql: `FencedSql.write` on the PostgreSQL at CHAOS_FENCE_PG_URL, appending a row to
  *   `simba_chaos_log` (so the order the database applied the writes can be read back).
  *
+ * With CHAOS_LOCK_KEEP (a duration) it takes `Simba.withLock(CHAOS_NAME, body, { keep })` again and
+ * again instead: each body is a term of its own (a cached lease's bodies take tokens of its block)
+ * that writes LOCK_WRITES times, every WRITE_EVERY_MS, then pauses (briefly or up to LOCK_PAUSE_MS); another
+ * process asking is handed the lease when the holder's body ends. The same lines, one start/end pair
+ * per body.
+ *
  * It prints one JSON object per line. Times are milliseconds on CLOCK_MONOTONIC (`process.hrtime`),
  * shared by every process of the machine, so intervals of different processes compare directly;
  * they are for the report only (Simba decides with its own `Clock`).
@@ -21,7 +27,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Config, Context, Effect, Layer, Schedule } from "effect"
+import { Cause, Config, Context, Effect, Layer, Random, Schedule } from "effect"
 import { Redis } from "ioredis"
 import { Simba, type Term } from "simba"
 import { SimbaMysqlLive } from "simba/mysql"
@@ -100,12 +106,15 @@ const program = Effect.gen(function*() {
   const name = yield* Config.string("CHAOS_NAME")
   const every = yield* Config.integer("WRITE_EVERY_MS").pipe(Config.withDefault(20))
   const store = yield* Config.literal("redis", "sql")("CHAOS_FENCE")
+  const keep = yield* Config.option(Config.duration("CHAOS_LOCK_KEEP"))
+  const lockWrites = yield* Config.integer("LOCK_WRITES").pipe(Config.withDefault(5))
   const write = store === "redis" ? yield* redisWriter : yield* Effect.orDie(sqlWriter)
   yield* say({ ev: "ready" })
-  yield* Simba.runWhileLeader(name, (term) =>
+  let seq = 0
+  /** One term's writes (`times` of them, or forever), each after `term.ensureValid()`. */
+  const work = (term: Term.Term, times: number | undefined) =>
     Effect.gen(function*() {
       yield* say({ ev: "start", tok: String(term.token), mono: mono(), wall: Date.now() })
-      let seq = 0
       const once = Effect.gen(function*() {
         const at = mono()
         const valid = yield* Effect.either(term.ensureValid())
@@ -116,8 +125,20 @@ const program = Effect.gen(function*() {
         const r = yield* write(term, seq++)
         yield* say({ ev: "w", tok: String(term.token), at, end: mono(), r })
       })
-      yield* once.pipe(Effect.repeat(Schedule.spaced(`${every} millis`)))
-    }).pipe(Effect.ensuring(say({ ev: "end", tok: String(term.token), mono: mono(), wall: Date.now() }))))
+      const spaced = Schedule.spaced(`${every} millis`)
+      yield* times === undefined ? once.pipe(Effect.repeat(spaced)) : once.pipe(Effect.repeat({ schedule: spaced, times: times - 1 }))
+    }).pipe(Effect.ensuring(say({ ev: "end", tok: String(term.token), mono: mono(), wall: Date.now() })))
+  if (keep._tag === "None") return yield* Simba.runWhileLeader(name, (term) => work(term, undefined))
+  // A lost term or a failed write ends the body; the loop takes the lock again after a pause: half the
+  // time a short one (within keep: its lease is still cached, taken again from its block unless
+  // another process asked meanwhile), else one of up to LOCK_PAUSE_MS (others take it meanwhile).
+  const pause = yield* Config.integer("LOCK_PAUSE_MS").pipe(Config.withDefault(1500))
+  const pauseMs = Effect.flatMap(Random.nextBoolean, (short) => Random.nextIntBetween(0, short ? 50 : pause + 1))
+  yield* Simba.withLock(name, (term) => work(term, lockWrites), { keep: keep.value }).pipe(
+    Effect.ignore,
+    Effect.zipRight(Effect.flatMap(pauseMs, (ms) => Effect.sleep(`${ms} millis`))),
+    Effect.forever
+  )
 })
 
 program.pipe(

@@ -9,10 +9,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { type Backend, type Fault, run, table } from "./harness.js"
 
-export const shortRun = (backend: Backend, faults: ReadonlyArray<Fault>) =>
-  describe(`chaos, short run on ${backend}`, () => {
+export const shortRun = (backend: Backend, faults: ReadonlyArray<Fault>, lockKeep?: string) =>
+  describe(`chaos, short run on ${backend}${lockKeep === undefined ? "" : `, locks with keep ${lockKeep}`}`, () => {
     it(faults.join(", "), async () => {
-      const rows = await run(backend, faults.map((fault) => ({ fault, rounds: 1 })))
+      const rows = await run(backend, faults.map((fault) => ({ fault, rounds: 1 })), undefined, { lockKeep })
       console.log(table(rows))
       expect(rows).toHaveLength(faults.length)
       for (const row of rows) {

@@ -65,6 +65,29 @@ for (const mode of modes) {
         yield* b.closeSession(other)
       }))
 
+    it.scopedLive("a release after the hash was deleted by hand ends the lease: the holder's next acquire is a new grant with a higher token", () =>
+      Effect.gen(function*() {
+        const { b, raw, name, holder, other, token } = yield* heldByOne(mode, "deleted-released")
+        yield* Effect.promise(() => raw.del(k.lease(name)))
+        // The release finds no hash, but the record names this session and token: the lease ends.
+        yield* b.release(holder, name, token)
+        expect(yield* Effect.promise(() => raw.exists(k.leaseHolder(name)))).toBe(0)
+        expect(yield* Effect.promise(() => raw.hget(k.lease(name), "token"))).toBe(token.toString())
+        const renewed = yield* b.keepAlive(holder, ttl)
+        if (renewed._tag !== "Live") return expect.fail(`expected Live, got ${renewed._tag}`)
+        expect(renewed.leases ?? []).not.toContainEqual({ name, token })
+        // Before, the record restored the ended lease for the same session, with the ended term's token.
+        const next = granted(yield* b.acquire(holder, name))
+        expect(next).toBeGreaterThan(token)
+        // A stale release (wrong token, or another session) of a deleted hash changes nothing.
+        yield* Effect.promise(() => raw.del(k.lease(name)))
+        yield* b.release(other, name, next)
+        yield* b.release(holder, name, token)
+        expect(yield* Effect.promise(() => raw.get(k.leaseHolder(name)))).toBe(`${holder}:${next}`)
+        yield* b.closeSession(holder)
+        yield* b.closeSession(other)
+      }))
+
     it.scopedLive("a lease hash deleted by hand whose holder's session is gone is free, with a larger token", () =>
       Effect.gen(function*() {
         const { b, raw, name, holder, other, token } = yield* heldByOne(mode, "deleted-gone")

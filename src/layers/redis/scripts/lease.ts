@@ -72,6 +72,20 @@ const releaseParams = {
 } as const
 const releaseBody = `
 local h = redis.call('HMGET', lease, 'session', 'token', 'queued')
+if not h[1] and not h[2] then
+  -- The hash was deleted by hand while its holder record names this session and token: the release
+  -- still ends that lease. The hash comes back free with its token (the floor of the next grant), so
+  -- a later acquire, this session's too, is a new grant with a higher token, never the ended term's.
+  local rsid, rtok = recorded_holder(redis.call('GET', lease .. ':holder'))
+  if rsid ~= sessionId or rtok ~= token then return 0 end
+  local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
+  redis.call('HSET', lease, 'token', rtok)
+  free(lease, holders)
+  redis.call('SREM', holderLeases, name)
+  changed(holders, holder)
+  redis.call('PUBLISH', lease, 'released')
+  return 1
+end
 if h[1] ~= sessionId or h[2] ~= token then return 0 end
 local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
 redis.call('SREM', holderLeases, name)
