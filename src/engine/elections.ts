@@ -118,8 +118,9 @@ export const tryAcquire = (s: Step, current: ElectionState): void => {
   disarm(s, retryKey(e.handle))
   const w = edit(s, e)
   // A lease this client keeps cached: the term starts now, with the next token of its block.
-  const cached = dropCached(s, e.name)
+  const cached = s.cached.get(e.name)
   if (cached !== undefined && cached.sessionSeq === s.session.seq && s.closing === undefined) {
+    dropCached(s, e.name)
     return adopt(s, w, cached.leaseToken, cached.next, cached)
   }
   w.hinted = false

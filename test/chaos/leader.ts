@@ -27,7 +27,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Config, Context, Effect, Layer, Random, Schedule } from "effect"
+import { Cause, Config, ConfigError, Context, Duration, Effect, Either, Layer, Random, Schedule } from "effect"
 import { Redis } from "ioredis"
 import { Simba, type Term } from "simba"
 import { SimbaMysqlLive } from "simba/mysql"
@@ -36,6 +36,7 @@ import { SimbaRedisLive } from "simba/redis"
 import { SimbaZookeeperLive } from "simba/zookeeper"
 import * as FencedRedis from "../../src/fencing/FencedRedis.js"
 import * as FencedSql from "../../src/fencing/FencedSql.js"
+import * as SimbaConfig from "../../src/SimbaConfig.js"
 
 const mono = () => Number(process.hrtime.bigint()) / 1e6
 const say = (fields: Record<string, unknown>) =>
@@ -106,7 +107,9 @@ const program = Effect.gen(function*() {
   const name = yield* Config.string("CHAOS_NAME")
   const every = yield* Config.integer("WRITE_EVERY_MS").pipe(Config.withDefault(20))
   const store = yield* Config.literal("redis", "sql")("CHAOS_FENCE")
-  const keep = yield* Config.option(Config.duration("CHAOS_LOCK_KEEP"))
+  // Written as the project's durations are (`200ms`, `1.5s`).
+  const keep = yield* Config.option(Config.mapOrFail(Config.string("CHAOS_LOCK_KEEP"), (text) =>
+    Either.mapLeft(SimbaConfig.parseDuration(text), (rule) => ConfigError.InvalidData([], rule))))
   const lockWrites = yield* Config.integer("LOCK_WRITES").pipe(Config.withDefault(5))
   const write = store === "redis" ? yield* redisWriter : yield* Effect.orDie(sqlWriter)
   yield* say({ ev: "ready" })
@@ -134,7 +137,7 @@ const program = Effect.gen(function*() {
   // another process asked meanwhile), else one of up to LOCK_PAUSE_MS (others take it meanwhile).
   const pause = yield* Config.integer("LOCK_PAUSE_MS").pipe(Config.withDefault(1500))
   const pauseMs = Effect.flatMap(Random.nextBoolean, (short) => Random.nextIntBetween(0, short ? 50 : pause + 1))
-  yield* Simba.withLock(name, (term) => work(term, lockWrites), { keep: keep.value }).pipe(
+  yield* Simba.withLock(name, (term) => work(term, lockWrites), { keep: Duration.millis(keep.value) }).pipe(
     Effect.ignore,
     Effect.zipRight(Effect.flatMap(pauseMs, (ms) => Effect.sleep(`${ms} millis`))),
     Effect.forever

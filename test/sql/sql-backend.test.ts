@@ -302,23 +302,30 @@ for (const dialect of dialects) {
   })
 }
 
+/** The backend's hints from now on, and a wait (at most `within`) for one that matches. */
+const heardHints = Effect.gen(function*() {
+  const b = yield* LeaseBackend
+  const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
+  yield* b.hints.pipe(
+    Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
+    Effect.forkScoped
+  )
+  const waitFor = (predicate: (hint: Hint) => boolean, within: Duration.DurationInput = "5 seconds") =>
+    received.changes.pipe(
+      Stream.filter((hints) => hints.some(predicate)),
+      Stream.take(1),
+      Stream.runDrain,
+      Effect.timeoutFail({ duration: within, onTimeout: () => new Error("hint not received") })
+    )
+  return { seen: SubscriptionRef.get(received), waitFor }
+})
+
 describe("SQL backend (postgres): hints", () => {
   it.live("after the LISTEN connection is terminated, hints resume, and every refused name is hinted on reconnect", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
       const sql = yield* SqlClient
-      const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
-      yield* b.hints.pipe(
-        Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
-        Effect.forkScoped
-      )
-      const waitFor = (predicate: (hint: Hint) => boolean) =>
-        received.changes.pipe(
-          Stream.filter((hints) => hints.some(predicate)),
-          Stream.take(1),
-          Stream.runDrain,
-          Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new Error("hint not received") })
-        )
+      const { waitFor } = yield* heardHints
       const released = (name: string) => (hint: Hint) => hint._tag === "Released" && hint.name === name
       const holder = (yield* b.openSession(ttl)).sessionId
       const waiter = (yield* b.openSession(ttl)).sessionId
@@ -352,11 +359,7 @@ describe("SQL backend (postgres): hints", () => {
   it.live("a session refused a lease whose grant reserved a block tells its holder (w:<holder>:<name>); a grant of one token does not", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
-      const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
-      yield* b.hints.pipe(
-        Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
-        Effect.forkScoped
-      )
+      const { seen, waitFor } = yield* heardHints
       const holder = (yield* b.openSession(ttl)).sessionId
       const waiter = (yield* b.openSession(ttl)).sessionId
       const [cached, plain] = [unique("cached"), unique("plain")]
@@ -368,14 +371,9 @@ describe("SQL backend (postgres): hints", () => {
       yield* Effect.gen(function*() {
         expect((yield* b.acquire(waiter, cached))._tag).toBe("HeldBy")
         expect((yield* b.acquire(waiter, plain))._tag).toBe("HeldBy")
-        yield* received.changes.pipe(
-          Stream.filter((hints) => hints.some(wanted(cached))),
-          Stream.take(1),
-          Stream.runDrain,
-          Effect.timeoutFail({ duration: Duration.millis(300), onTimeout: () => new Error("not heard") })
-        )
+        yield* waitFor(wanted(cached), "300 millis")
       }).pipe(Effect.retry(Schedule.recurs(15)))
-      expect((yield* SubscriptionRef.get(received)).some(wanted(plain))).toBe(false)
+      expect((yield* seen).some(wanted(plain))).toBe(false)
       yield* b.closeSession(holder)
       yield* b.closeSession(waiter)
     }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
@@ -448,23 +446,14 @@ describe("SQL backend: layerWithClient", () => {
   it.live("PostgreSQL: on a PgClient configured by host and port, releases come back as hints", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
-      const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
-      yield* b.hints.pipe(
-        Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
-        Effect.forkScoped
-      )
+      const { waitFor } = yield* heardHints
       const sessionId = (yield* b.openSession(ttl)).sessionId
       const name = unique("from-client")
       // The LISTEN connection may take a round trip to be up: release until the hint comes back.
       yield* Effect.gen(function*() {
         const token = granted(yield* b.acquire(sessionId, name))
         yield* b.release(sessionId, name, token)
-        yield* received.changes.pipe(
-          Stream.filter((hints) => hints.some((hint) => hint._tag === "Released" && hint.name === name)),
-          Stream.take(1),
-          Stream.runDrain,
-          Effect.timeoutFail({ duration: Duration.millis(300), onTimeout: () => new Error("no hint") })
-        )
+        yield* waitFor((hint) => hint._tag === "Released" && hint.name === name, "300 millis")
       }).pipe(Effect.retry(Schedule.recurs(20)))
       yield* b.closeSession(sessionId)
     }).pipe(
