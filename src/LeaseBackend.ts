@@ -4,68 +4,25 @@
  * backends share (checked input, unknown sessions, `BackendError`, spans and metrics) so a backend
  * writes only its store operations. The rules every implementation keeps (bounded round trips,
  * durations on the backend's clock, sessions never revived, tokens that only rise, failures never
- * silent) are in docs/design.md, "The SPI"; the TCK in `test/tck/` checks them.
+ * silent) are in docs/design.md, "The SPI"; the TCK in `test/tck/` checks them. The error type is
+ * in `internal/backendError.ts`, the spans and metrics of every call in `internal/instrumentCall.ts`.
  */
-import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
-import * as Metrics from "./internal/metrics.js"
+import { BackendError } from "./internal/backendError.js"
+import { instrumentCall, isDefaultTracer } from "./internal/instrumentCall.js"
 import { brokenRule } from "./LeaseName.js"
 
-/** A backend call failed, timed out or answered something the client cannot read. */
-export class BackendError extends Data.TaggedError("BackendError")<{
-  readonly backend: string
-  readonly operation: string
-  readonly cause: unknown
-}> {
-  /**
-   * `<backend> <operation> failed: <reason>`, the reason the innermost cause's text, followed by the
-   * wrappers' own in parentheses: `postgres connect failed: role "app" does not exist (PgClient:
-   * Failed to connect)`, not the driver's wrapper on top and the reason two causes down.
-   */
-  override get message() {
-    return `${this.backend} ${this.operation} failed: ${describeCause(this.cause)}`
-  }
-}
-
-/** The text of one error in a chain of causes. */
-const textOf = (error: unknown): string => {
-  if (!(error instanceof Error)) {
-    if (typeof error !== "object" || error === null) return String(error)
-    return "message" in error && typeof error.message === "string" ? error.message : ""
-  }
-  if (error.message !== "") return error.message
-  // Node's AggregateError (a connection tried on several addresses) has no message of its own.
-  if (error instanceof AggregateError && error.errors.length > 0) return error.errors.map(textOf).join("; ")
-  return "code" in error && typeof error.code === "string" ? error.code : error.name
-}
-
-/** The reason first (the innermost cause's text), then the texts of the errors that wrap it. */
-const describeCause = (cause: unknown): string => {
-  const texts: Array<string> = []
-  const seen = new Set<unknown>()
-  let error: unknown = cause
-  while (error !== undefined && error !== null && !seen.has(error)) {
-    seen.add(error)
-    const text = textOf(error)
-    if (text !== "" && !texts.includes(text)) texts.push(text)
-    error = typeof error === "object" && "cause" in error ? error.cause : undefined
-  }
-  if (texts.length === 0) return String(cause)
-  const reason = texts.pop()!
-  return texts.length === 0 ? reason : `${reason} (${texts.join(": ")})`
-}
+export { BackendError } from "./internal/backendError.js"
 
 /** A session the backend opened, with its time to live on the backend's clock. */
 export interface OpenedSession {
@@ -571,100 +528,6 @@ const sortInventory = (inventory: Inventory): Inventory => ({
   leases: [...inventory.leases].sort(byKey((l) => l.name)),
   groups: [...inventory.groups].sort(byKey((g) => g.group)).map((g) => ({ group: g.group, members: [...g.members].sort() }))
 })
-
-const callCounter = (labels: Record<string, string>) =>
-  Metrics.counter("simba_backend_calls_total", "backend calls by backend, operation and outcome", labels)
-
-const callLatency = (labels: Record<string, string>) =>
-  Metrics.timer("simba_backend_call_duration", "backend call latency by backend and operation", labels)
-
-/**
- * The tracer Effect provides when nobody installed one: its spans are never exported, so a call
- * under it gets none (a span costs more than a memory backend's whole call).
- */
-let defaultTracer: Tracer.Tracer | undefined
-const isDefaultTracer = (tracer: Tracer.Tracer): boolean => {
-  defaultTracer ??= Effect.runSync(Effect.tracer)
-  return tracer === defaultTracer
-}
-
-/**
- * The wrapper of one operation's calls, built once per operation: tags failures as `BackendError`,
- * counts outcomes (a call interrupted by its timeout counts as a failure), times it, and opens a span
- * when a tracer is installed. The metrics are updated as `Metric.increment` and `Metric.trackDuration`
- * would (the fiber's metric labels, the `Clock`), in one step at the call's exit. Written with the
- * runtime's primitives (one fiber read, one match) rather than `onExit` and `mapError`: it wraps
- * every backend call, and each combinator is a runtime operation and an allocation.
- */
-const instrumentCall = (backend: string) => (operation: Operation) => {
-  const success = callCounter({ backend, operation, outcome: "success" })
-  const failure = callCounter({ backend, operation, outcome: "failure" })
-  const latency = callLatency({ backend, operation })
-  const tag = (cause: unknown): BackendError =>
-    cause instanceof BackendError ? cause : new BackendError({ backend, operation, cause })
-  const span = `simba.${operation}`
-  const spanOptions = { attributes: { backend }, captureStackTrace: false } as const
-  const exited = (
-    succeeded: boolean,
-    clock: Clock.Clock,
-    started: bigint,
-    labels: ReadonlyArray<MetricLabel.MetricLabel>
-  ) => {
-    ;(succeeded ? success : failure).unsafeUpdate(1, labels)
-    latency.unsafeUpdate(Duration.nanos(clock.unsafeCurrentTimeNanos() - started), labels)
-  }
-  const measured = <A>(call: Effect.Effect<A, unknown>, fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<A, BackendError> => {
-    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-    const started = clock.unsafeCurrentTimeNanos()
-    // As `onExit`: the region is uninterruptible, so an interrupted call is counted too.
-    return Effect.uninterruptibleMask((restore) =>
-      Effect.matchCauseEffect(restore(call), {
-        onFailure: (cause) => {
-          exited(false, clock, started, labels)
-          // As `mapError`: the first failure tagged, or the cause as it is (a defect, an interruption).
-          const failed = Cause.failureOrCause(cause)
-          return Either.isLeft(failed) ? Effect.fail(tag(failed.left)) : Effect.failCause(failed.right)
-        },
-        onSuccess: (value) => {
-          exited(true, clock, started, labels)
-          return Effect.succeed(value)
-        }
-      })
-    )
-  }
-  return {
-    effect: <A>(call: Effect.Effect<A, unknown>): Effect.Effect<A, BackendError> =>
-      Effect.withFiberRuntime((fiber) =>
-        isDefaultTracer(fiber.currentTracer)
-          ? measured(call, fiber)
-          : Effect.withSpan(measured(call, fiber), span, spanOptions)
-      ),
-    /**
-     * A direct call (`DirectCalls`): `start` is given the one callback that answers `done` (later
-     * answers are ignored; a throw is a failure), measured as the Effect's are, without a span.
-     */
-    direct: <A>(
-      context: CallContext,
-      done: Done<A>,
-      start: (answer: (answer: Either.Either<A, unknown>) => void) => void
-    ): void => {
-      const started = context.clock.unsafeCurrentTimeNanos()
-      let open = true
-      const answer = (result: Either.Either<A, unknown>) => {
-        if (!open) return
-        open = false
-        exited(Either.isRight(result), context.clock, started, context.metricLabels)
-        done(Either.mapLeft(result, tag))
-      }
-      try {
-        start(answer)
-      } catch (cause) {
-        answer(Either.left(cause))
-      }
-    }
-  }
-}
 
 /**
  * Loads a backend's driver (an optional peer dependency) when its layer is built, never when the
