@@ -180,6 +180,22 @@ export interface SimbaClient {
   ) => Effect.Effect<Option.Option<A>, E | Exclude<LockError, LockTimeoutError>, R>
   /** Holds the lock `name` until the scope closes. */
   readonly lock: (name: string, options?: LockOptions) => Effect.Effect<Term, LockError, Scope.Scope>
+  /**
+   * Runs `body` holding every lock of `names`, or none: `body` gets the terms in the order of `names`
+   * and is interrupted, with `LockLostError` naming the lock, if any of them ends involuntarily. No
+   * deadlock between clients locking overlapping sets in different orders: the names are taken in one
+   * global order (README, "Multi-name locks"). `timeout` bounds the whole; zero is a try.
+   */
+  readonly withLocks: <A, E, R>(
+    names: ReadonlyArray<string>,
+    body: Effect.Effect<A, E, R> | ((terms: ReadonlyArray<Term>) => Effect.Effect<A, E, R>),
+    options?: LockOptions
+  ) => Effect.Effect<A, E | LockError, R>
+  /** Holds every lock of `names` until the scope closes, or none; the terms in the order of `names`. */
+  readonly locks: (
+    names: ReadonlyArray<string>,
+    options?: LockOptions
+  ) => Effect.Effect<ReadonlyArray<Term>, LockError, Scope.Scope>
   /** Competes for `name` forever, running `work` for each term; interrupt to stop (with handover). */
   readonly runWhileLeader: <E, R>(
     name: string,
@@ -263,6 +279,20 @@ export const lock = (
   name: string,
   options?: LockOptions
 ): Effect.Effect<Term, LockError, Simba | Scope.Scope> => Effect.flatMap(Simba, (simba) => simba.lock(name, options))
+
+/** `withLocks` on the `Simba` in context. */
+export const withLocks = <A, E, R>(
+  names: ReadonlyArray<string>,
+  body: Effect.Effect<A, E, R> | ((terms: ReadonlyArray<Term>) => Effect.Effect<A, E, R>),
+  options?: LockOptions
+): Effect.Effect<A, E | LockError, R | Simba> => Effect.flatMap(Simba, (simba) => simba.withLocks(names, body, options))
+
+/** `locks` on the `Simba` in context. */
+export const locks = (
+  names: ReadonlyArray<string>,
+  options?: LockOptions
+): Effect.Effect<ReadonlyArray<Term>, LockError, Simba | Scope.Scope> =>
+  Effect.flatMap(Simba, (simba) => simba.locks(names, options))
 
 /** `runWhileLeader` on the `Simba` in context. */
 export const runWhileLeader = <E, R>(

@@ -31,6 +31,7 @@ import * as CallsInFlight from "./callsInFlight.js"
 import * as Completions from "./completions.js"
 import * as Elections from "./elections.js"
 import * as Locks from "./locks.js"
+import * as MultiLocks from "./multiLocks.js"
 import * as Loop from "./loop.js"
 import * as Mailbox from "./mailbox.js"
 import * as Observe from "./observe.js"
@@ -103,6 +104,8 @@ export const makeWithShell = (
       withLock: (name, body, options) => Locks.withLock(shell, name, body, options),
       tryWithLock: (name, body) => Locks.tryWithLock(shell, name, body),
       lock: (name, options) => Locks.lock(shell, name, options),
+      withLocks: (names, body, options) => MultiLocks.withLocks(shell, names, body, options),
+      locks: (names, options) => MultiLocks.locks(shell, names, options),
       runWhileLeader: (name, work, options) => Elections.runWhileLeader(shell, name, work, options),
       election: (name, options) => Elections.election(shell, name, options),
       schedule: (name, schedule, task, options) => Elections.schedule(shell, name, schedule, task, options),

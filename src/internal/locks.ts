@@ -33,12 +33,12 @@ import { interruptSignal, interruptSignalNow } from "./interrupt.js"
 import { offerNow, type Shell } from "./shell.js"
 
 /** The locks the current fiber (or a fiber it was forked from) holds, per client. */
-const heldLocks = FiberRef.unsafeMake<ReadonlyArray<{ readonly shell: Shell; readonly name: string }>>([])
+export const heldLocks = FiberRef.unsafeMake<ReadonlyArray<{ readonly shell: Shell; readonly name: string }>>([])
 
 const holdsIn = (held: ReadonlyArray<{ readonly shell: Shell; readonly name: string }>, shell: Shell, name: string) =>
   held.some((lock) => lock.shell === shell && lock.name === name)
 
-const tryOnce = (options: LockOptions | undefined): boolean =>
+export const tryOnce = (options: LockOptions | undefined): boolean =>
   options?.timeout !== undefined && Duration.lessThanOrEqualTo(Duration.decode(options.timeout), Duration.zero)
 
 /** What a lock request ends with: the term, or `undefined` for a try-lock that did not get it. */
@@ -78,7 +78,7 @@ const oneShot = <A, E>() => {
  * without waiting (once: `stop` then only waits for the answer), so a body's exit can release the
  * lock from its own fiber, one scheduler hop before its caller resumes.
  */
-interface LockRequest {
+export interface LockRequest {
   readonly acquired: Acquired
   readonly stop: Effect.Effect<void>
   readonly stopNow: () => void
@@ -99,7 +99,7 @@ const stoppedAtClose: LockRequest = {
  * Registers the hooks of a new lock handle and queues its `Start` (at once: call it where the caller
  * cannot be interrupted before `stop` is sure to run). `onRevoked` runs in the loop when the term ends.
  */
-const startLock = (
+export const startLock = (
   shell: Shell,
   name: string,
   single: boolean,
@@ -175,11 +175,11 @@ const awaitTerm = (request: LockRequest, name: string, options: LockOptions | un
   return request.acquired.pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => notAcquired(name, timeout) }))
 }
 
-const notAcquired = (name: string, timeout: Duration.DurationInput) =>
+export const notAcquired = (name: string, timeout: Duration.DurationInput) =>
   new LockTimeoutError({ lease: name, timeout: Duration.format(Duration.decode(timeout)) })
 
 /** Fails at once for a bad name, or for a lock the calling fiber already holds. */
-const refused = (
+export const refused = (
   shell: Shell,
   name: string,
   held: ReadonlyArray<{ readonly shell: Shell; readonly name: string }>
@@ -189,7 +189,7 @@ const refused = (
   return holdsIn(held, shell, name) ? Effect.fail(new LockReentryError({ lease: name })) : undefined
 }
 
-const nothingToInterrupt = () => undefined
+export const nothingToInterrupt = () => undefined
 
 export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
@@ -284,7 +284,7 @@ const runLocked = <A, E, R>(
   )
 
 /** The body's exit as the lock's result: an interruption by the term's end is `LockLostError`. */
-const outcome = <A, E>(name: string, term: Term.Term, exit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
+export const outcome = <A, E>(name: string, term: Term.Term, exit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {
   if (Exit.isSuccess(exit)) return Effect.succeed(Option.some(exit.value))
   if (Cause.isInterruptedOnly(exit.cause)) {
     return Effect.flatMap(term.revokedReason, (reason): Effect.Effect<never, E | LockError> =>

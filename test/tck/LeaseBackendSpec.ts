@@ -32,6 +32,7 @@ import {
   watchHints
 } from "./TckHarness.js"
 import { clientCases } from "./ClientCases.js"
+import { multiLockCases } from "./MultiLockCases.js"
 import * as TckHarness from "./TckHarness.js"
 
 export type { TckOptions as LeaseBackendSpecOptions } from "./TckHarness.js"
@@ -52,6 +53,7 @@ export const LeaseBackendSpec = (
     if (tck.hints) describe("hints", () => hints(tck))
     describe("inspect", () => inspection(tck))
     describe("client", () => clientCases(tck))
+    describe("multi-name locks", () => multiLockCases(tck))
   })
 }
 
