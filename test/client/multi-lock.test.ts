@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Ref } from "effect"
-import { InvalidLeaseNameError, LockReentryError, Simba } from "simba"
-import { advance, makeClients, settle } from "./helpers.js"
+import { InvalidLeaseNameError, LockReentryError, MemoryBackend, Simba } from "simba"
+import { advance, makeClient, makeClients, settle } from "./helpers.js"
 
 describe("withLocks / locks", () => {
   it.scoped("a bad name or a name listed twice fails at once, and nothing is taken", () =>
@@ -75,5 +75,26 @@ describe("withLocks / locks", () => {
       )
       expect(tokens).toHaveLength(2)
       for (const token of tokens) expect(token).toBeGreaterThan(0n)
+    }))
+
+  it.scoped("keep: a set taken again and again acquires each name once; every body's tokens rise", () =>
+    Effect.gen(function*() {
+      const backend = yield* MemoryBackend.make()
+      const a = yield* makeClient(backend)
+      const rounds: Array<ReadonlyArray<bigint>> = []
+      for (let i = 0; i < 10; i++) {
+        rounds.push(yield* a.client.withLocks(["k1", "k2"], (terms) => Effect.succeed(terms.map((t) => t.token)), { keep: "1 second" }))
+      }
+      const acquires = (yield* a.calls).filter((c) => c.operation === "acquire").length
+      expect(acquires).toBe(2)
+      for (let i = 1; i < rounds.length; i++) {
+        expect(rounds[i]![0]!).toBeGreaterThan(rounds[i - 1]![0]!)
+        expect(rounds[i]![1]!).toBeGreaterThan(rounds[i - 1]![1]!)
+      }
+      // Another client asking for one of them is served once a's cache goes.
+      const b = yield* makeClient(backend)
+      const next = yield* Effect.fork(b.client.withLock("k2", (term) => Effect.succeed(term.token)))
+      yield* advance("1500 millis", "10 millis")
+      expect(yield* Fiber.join(next)).toBeGreaterThan(rounds[9]![1]!)
     }))
 })
