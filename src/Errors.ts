@@ -90,6 +90,41 @@ export class LockReentryError extends Data.TaggedError("LockReentryError")<{
   }
 }
 
+/**
+ * The store holds the name as another kind of lock, or as a semaphore of another limit, while it has
+ * holders or waiters (a read-write lock and a semaphore are different kinds; a plain lock is a
+ * read-write lock's write hold). Both are named: `held` as the store keeps it, `asked` as requested.
+ */
+export class LockConflictError extends Data.TaggedError("LockConflictError")<{
+  readonly lease: string
+  readonly held: string
+  readonly asked: string
+}> {
+  override get message() {
+    return `lock ${this.lease} is held as a ${this.held}; asked for a ${this.asked}`
+  }
+}
+
+/** The backend in use cannot do what was asked (semaphores and read locks on a store without them). */
+export class NotSupportedError extends Data.TaggedError("NotSupportedError")<{
+  readonly backend: string
+  readonly feature: string
+}> {
+  override get message() {
+    return `the ${this.backend} backend does not support ${this.feature} yet`
+  }
+}
+
+/** A bad argument of a lock call (a permit count out of range, a limit that is not a whole number). */
+export class InvalidLockRequestError extends Data.TaggedError("InvalidLockRequestError")<{
+  readonly lease: string
+  readonly rule: string
+}> {
+  override get message() {
+    return `invalid request for ${this.lease}: ${this.rule}`
+  }
+}
+
 /** The client was closed; nothing more can be started on it. */
 export class SimbaClosedError extends Data.TaggedError("SimbaClosedError")<{}> {
   override get message() {

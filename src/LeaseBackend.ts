@@ -20,7 +20,7 @@ import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
 import { BackendError } from "./internal/backendError.js"
 import { instrumentCall, isDefaultTracer } from "./internal/instrumentCall.js"
-import { brokenRule } from "./LeaseName.js"
+import { brokenRule, brokenSpiRule } from "./LeaseName.js"
 
 export { BackendError } from "./internal/backendError.js"
 
@@ -109,6 +109,12 @@ export type AcquireReply = Data.TaggedEnum<{
   HeldBy: { readonly token: bigint | undefined; readonly remaining: Duration.Duration | undefined }
   /** The requesting session is gone for good. */
   Expired: {}
+  /**
+   * Never granted as asked: the name is held (or waited for) as another kind, a semaphore of another
+   * limit, or a lock, and stays so while it has holders or waiters. `held` and `asked` describe both,
+   * as the error the caller gets prints them (`semaphore of 3 permits`, `read-write lock`).
+   */
+  Conflict: { readonly held: string; readonly asked: string }
 }>
 export const AcquireReply = Data.taggedEnum<AcquireReply>()
 
@@ -147,6 +153,11 @@ export const Hint = Data.taggedEnum<Hint>()
 export interface LeaseBackendService {
   /** A short name for errors, metrics and spans: `memory`, `redis`, `postgres`, `mysql`, `zookeeper`. */
   readonly backend: string
+  /**
+   * Whether the store grants holds (`LeaseName.Hold`: semaphore permits and read holds, leases named
+   * by `LeaseName.holdName`); a store without them refuses such names as bad input.
+   */
+  readonly holds: boolean
   /** Open a new session that expires after `ttl` of silence. The backend may grant less. */
   readonly openSession: (ttl: Duration.Duration) => Effect.Effect<OpenedSession, BackendError>
   /**
@@ -328,6 +339,8 @@ const withDirect = <F extends object>(operation: F, direct: unknown): F =>
 export interface Store {
   /** A short name for errors, metrics and spans: `memory`, `redis`, `postgres`, `mysql`, `zookeeper`. */
   readonly backend: string
+  /** Whether the store grants holds (see `LeaseBackendService.holds`). Default: `false`. */
+  readonly holds?: boolean | undefined
   /** Whether `sessionId` has the form of this store's session ids. Default: any non-empty string. */
   readonly isSessionId?: ((sessionId: string) => boolean) | undefined
   readonly openSession: (ttlMillis: number) => Effect.Effect<OpenedSession, unknown>
@@ -395,12 +408,18 @@ export const make = (store: Store): LeaseBackendService => {
     const rule = ttlRule(millis, Duration.format(ttl))
     return rule === undefined ? f(Math.ceil(millis)) : invalid(operation, rule)
   }
-  const nameRule = (name: string): string | undefined => {
-    const rule = brokenRule(name)
-    return rule === undefined ? undefined : `invalid name ${JSON.stringify(name)}: ${rule}`
-  }
+  const holds = store.holds === true
+  const named = (name: string, rule: string | undefined): string | undefined =>
+    rule === undefined ? undefined : `invalid name ${JSON.stringify(name)}: ${rule}`
+  /** A lease name, or a hold name where the store grants holds. */
+  const nameRule = (name: string): string | undefined =>
+    named(name, holds ? brokenSpiRule(name) : brokenRule(name))
   const withName = <A>(operation: Operation, name: string, f: () => Effect.Effect<A, unknown>): Effect.Effect<A, unknown> => {
     const rule = nameRule(name)
+    return rule === undefined ? f() : invalid(operation, rule)
+  }
+  const withGroupName = <A>(operation: Operation, group: string, f: () => Effect.Effect<A, unknown>): Effect.Effect<A, unknown> => {
+    const rule = named(group, brokenRule(group))
     return rule === undefined ? f() : invalid(operation, rule)
   }
   const reserveRule = (reserve: number): string | undefined =>
@@ -471,6 +490,7 @@ export const make = (store: Store): LeaseBackendService => {
 
   return {
     backend,
+    holds,
     openSession: (ttl) => open.effect(withTtl("openSession", ttl, store.openSession)),
     keepAlive: withDirect(
       (sessionId: string, ttl: Duration.Duration, known?: string | undefined) =>
@@ -507,10 +527,10 @@ export const make = (store: Store): LeaseBackendService => {
       withdrawing.effect(withName("withdraw", name, () =>
         storeWithdraw !== undefined && isSessionId(sessionId) ? storeWithdraw(sessionId, name) : Effect.void)),
     join: (sessionId, group) =>
-      joining.effect(withName("join", group, () => isSessionId(sessionId) ? store.join(sessionId, group) : joinExpired)),
+      joining.effect(withGroupName("join", group, () => isSessionId(sessionId) ? store.join(sessionId, group) : joinExpired)),
     leave: (sessionId, group) =>
-      leaving.effect(withName("leave", group, () => isSessionId(sessionId) ? store.leave(sessionId, group) : Effect.void)),
-    members: (group) => listing.effect(withName("members", group, () => store.members(group))),
+      leaving.effect(withGroupName("leave", group, () => isSessionId(sessionId) ? store.leave(sessionId, group) : Effect.void)),
+    members: (group) => listing.effect(withGroupName("members", group, () => store.members(group))),
     hints: store.hints,
     ...(store.inspect === undefined ? {} : { inspect: inspecting.effect(Effect.map(store.inspect, sortInventory)) })
   }

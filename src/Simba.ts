@@ -18,9 +18,12 @@ import type { ElectionKind } from "./Engine.js"
 import type {
   ElectionAlreadyStartedError,
   InvalidLeaseNameError,
+  InvalidLockRequestError,
+  LockConflictError,
   LockLostError,
   LockReentryError,
   LockTimeoutError,
+  NotSupportedError,
   SimbaClosedError,
   SimbaConfigError
 } from "./Errors.js"
@@ -44,6 +47,10 @@ export type LockError =
   | LockReentryError
   | ElectionAlreadyStartedError
   | SimbaClosedError
+  | LockConflictError
+
+/** Errors of semaphores and read locks: a lock's, and a request the store or its arguments cannot serve. */
+export type HoldError = LockError | NotSupportedError | InvalidLockRequestError
 
 /** Errors of starting an election. */
 export type ElectionError = InvalidLeaseNameError | ElectionAlreadyStartedError | SimbaClosedError
@@ -72,6 +79,24 @@ export interface LockOptions {
    * `awaitRelease`, which asks for the release itself.
    */
   readonly keep?: Duration.DurationInput | undefined
+}
+
+/** Options of `withPermits` / `permits`. */
+export interface PermitOptions {
+  /**
+   * The semaphore's permits in all (1 to 1,000,000). Every client must ask with the same limit: the
+   * store keeps the first while the name has holders or waiters, and refuses another with
+   * `LockConflictError`.
+   */
+  readonly limit: number
+  /** As `LockOptions.timeout`: zero is a try (one round trip, never queued). */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/** Options of `withReadLock` / `readLock`. */
+export interface ReadLockOptions {
+  /** As `LockOptions.timeout`: zero is a try (one round trip, never queued). */
+  readonly timeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -191,6 +216,39 @@ export interface SimbaClient {
     body: Effect.Effect<A, E, R> | ((terms: ReadonlyArray<Term>) => Effect.Effect<A, E, R>),
     options?: LockOptions
   ) => Effect.Effect<A, E | LockError, R>
+  /**
+   * Runs `body` holding `permits` of the `limit` permits of the semaphore `name` (README,
+   * "Semaphores and read-write locks"). Served in arrival order on the store; the permits live and
+   * die with the session; the term's token rises across every grant of the name.
+   */
+  readonly withPermits: <A, E, R>(
+    name: string,
+    permits: number,
+    body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+    options: PermitOptions
+  ) => Effect.Effect<A, E | HoldError, R>
+  /** Holds `permits` of the semaphore `name` until the scope closes. */
+  readonly permits: (name: string, permits: number, options: PermitOptions) => Effect.Effect<Term, HoldError, Scope.Scope>
+  /**
+   * Runs `body` holding a read lock of `name`: any number of readers together, or one writer (the
+   * write lock is `withWriteLock`, which is `withLock`). A reader arriving after a waiting writer waits
+   * behind it.
+   */
+  readonly withReadLock: <A, E, R>(
+    name: string,
+    body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+    options?: ReadLockOptions
+  ) => Effect.Effect<A, E | HoldError, R>
+  /** Holds a read lock of `name` until the scope closes. */
+  readonly readLock: (name: string, options?: ReadLockOptions) => Effect.Effect<Term, HoldError, Scope.Scope>
+  /** The write lock of the read-write lock `name`: `withLock` itself. */
+  readonly withWriteLock: <A, E, R>(
+    name: string,
+    body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+    options?: LockOptions
+  ) => Effect.Effect<A, E | LockError, R>
+  /** The write lock of the read-write lock `name`, held until the scope closes: `lock` itself. */
+  readonly writeLock: (name: string, options?: LockOptions) => Effect.Effect<Term, LockError, Scope.Scope>
   /** Holds every lock of `names` until the scope closes, or none; the terms in the order of `names`. */
   readonly locks: (
     names: ReadonlyArray<string>,
@@ -293,6 +351,48 @@ export const locks = (
   options?: LockOptions
 ): Effect.Effect<ReadonlyArray<Term>, LockError, Simba | Scope.Scope> =>
   Effect.flatMap(Simba, (simba) => simba.locks(names, options))
+
+/** `withPermits` on the `Simba` in context. */
+export const withPermits = <A, E, R>(
+  name: string,
+  permits: number,
+  body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+  options: PermitOptions
+): Effect.Effect<A, E | HoldError, R | Simba> =>
+  Effect.flatMap(Simba, (simba) => simba.withPermits(name, permits, body, options))
+
+/** `permits` on the `Simba` in context. */
+export const permits = (
+  name: string,
+  permits: number,
+  options: PermitOptions
+): Effect.Effect<Term, HoldError, Simba | Scope.Scope> => Effect.flatMap(Simba, (simba) => simba.permits(name, permits, options))
+
+/** `withReadLock` on the `Simba` in context. */
+export const withReadLock = <A, E, R>(
+  name: string,
+  body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+  options?: ReadLockOptions
+): Effect.Effect<A, E | HoldError, R | Simba> => Effect.flatMap(Simba, (simba) => simba.withReadLock(name, body, options))
+
+/** `readLock` on the `Simba` in context. */
+export const readLock = (
+  name: string,
+  options?: ReadLockOptions
+): Effect.Effect<Term, HoldError, Simba | Scope.Scope> => Effect.flatMap(Simba, (simba) => simba.readLock(name, options))
+
+/** `withWriteLock` on the `Simba` in context. */
+export const withWriteLock = <A, E, R>(
+  name: string,
+  body: Effect.Effect<A, E, R> | ((term: Term) => Effect.Effect<A, E, R>),
+  options?: LockOptions
+): Effect.Effect<A, E | LockError, R | Simba> => Effect.flatMap(Simba, (simba) => simba.withWriteLock(name, body, options))
+
+/** `writeLock` on the `Simba` in context. */
+export const writeLock = (
+  name: string,
+  options?: LockOptions
+): Effect.Effect<Term, LockError, Simba | Scope.Scope> => Effect.flatMap(Simba, (simba) => simba.writeLock(name, options))
 
 /** `runWhileLeader` on the `Simba` in context. */
 export const runWhileLeader = <E, R>(

@@ -15,7 +15,7 @@ import * as TckHarness from "./tck/TckHarness.js"
 // Compare `Duration`s (and other Effect data) by value in `toEqual`.
 addEqualityTesters()
 
-LeaseBackendSpec("memory", MemoryBackend.layer(), { virtualTime: true, ttl: "10 seconds", hints: true })
+LeaseBackendSpec("memory", MemoryBackend.layer(), { virtualTime: true, ttl: "10 seconds", hints: true, holds: true })
 FencingSpec("memory", MemoryBackend.layer(), { virtualTime: true, ttl: "10 seconds" })
 // A backend that grants less than asked, as ZooKeeper caps session timeouts.
 LeaseBackendSpec("memory, maxTtl 4 s", MemoryBackend.layer({ maxTtl: "4 seconds" }), {
@@ -23,6 +23,7 @@ LeaseBackendSpec("memory, maxTtl 4 s", MemoryBackend.layer({ maxTtl: "4 seconds"
   ttl: "10 seconds",
   granted: "4 seconds",
   hints: true,
+  holds: true,
   // The clients ask for 6 s and get 4 s: they renew every third of that (SessionLeaseShortened).
   client: { leaseDuration: "6 seconds" },
   contendFor: "30 seconds"

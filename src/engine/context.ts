@@ -78,6 +78,7 @@ const copyElection = (e: ElectionState): Writable<ElectionState> => {
     afterHandover: e.afterHandover,
     waiters: e.waiters,
     tryCompletion: e.tryCompletion,
+    refusal: e.refusal,
     keep: e.keep,
     wantedElsewhere: e.wantedElsewhere
   }

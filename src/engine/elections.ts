@@ -42,7 +42,7 @@ export const newElection = (
   s: Step,
   fields:
     & Pick<ElectionState, "handle" | "name" | "kind" | "group" | "partition" | "hasWork" | "tryCompletion">
-    & { readonly keep?: number | undefined }
+    & { readonly keep?: number | undefined; readonly refusal?: number | undefined }
 ): Writable<ElectionState> => {
   // Every field written here, in one order (no spread, none added later): one object shape for all
   // elections, which keeps the engine's property reads monomorphic.
@@ -63,6 +63,7 @@ export const newElection = (
     afterHandover: "stop",
     waiters: [],
     tryCompletion: fields.tryCompletion,
+    refusal: fields.refusal,
     keep: fields.keep ?? 0,
     wantedElsewhere: false
   }
@@ -95,7 +96,8 @@ export const start = (s: Step, ev: Extract<Event, { _tag: "Start" }>): void => {
     partition: undefined,
     hasWork: ev.hasWork,
     tryCompletion: ev.tryCompletion,
-    keep: ev.kind === "lock" && ev.keep !== undefined && ev.keep > 0 ? ev.keep : 0
+    keep: ev.kind === "lock" && ev.keep !== undefined && ev.keep > 0 ? ev.keep : 0,
+    refusal: ev.kind === "lock" ? ev.refusal : undefined
   })
   complete(s, ev.completion, ok)
   if (same.length > 0) {
@@ -192,6 +194,15 @@ export const onAcquire = (
       if (request.sessionId === s.session.id) sessionLost(s, "SESSION_EXPIRED")
       if (!retry && s.elections.has(e.handle)) remove(s, e)
       return
+    case "Conflict":
+      // A lock ends with the store's reason; an election keeps trying (and logs why it cannot win).
+      if (e.refusal !== undefined) {
+        complete(s, e.refusal, { _tag: "Conflict", name: e.name, held: response.held, asked: response.asked })
+        e.refusal = undefined
+        return remove(s, e)
+      }
+      failed(s, "acquire", `${e.name} is held as ${response.held}, asked as ${response.asked}`)
+      return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)
     default:
       failed(s, "acquire", response._tag === "Failed" ? response.error : response._tag)
       return retry ? scheduleRetry(s, e, ev.sentAt) : remove(s, e)

@@ -144,7 +144,8 @@ export const applyView = (s: Step, g: Mutable<GroupState>, view: ReadonlyArray<s
       group: g.group,
       partition,
       hasWork: true,
-      tryCompletion: undefined
+      tryCompletion: undefined,
+      refusal: undefined
     })
     publish(s, SimbaEvent.StatusChanged({ name: e.name, status: "CANDIDATE" }))
     tryAcquire(s, e)

@@ -43,6 +43,8 @@ export type Response =
   /** `reserved`: the grant's block, `token - reserved + 1` to `token` (absent: one). */
   | { readonly _tag: "Granted"; readonly token: bigint; readonly reserved?: number | undefined }
   | { readonly _tag: "HeldBy"; readonly token: bigint | undefined; readonly remaining: number | undefined }
+  /** The store will never grant the name as asked (another kind or limit holds it). */
+  | { readonly _tag: "Conflict"; readonly held: string; readonly asked: string }
   | { readonly _tag: "Joined" }
   | { readonly _tag: "MemberList"; readonly members: ReadonlyArray<string> }
   | { readonly _tag: "Done" }
@@ -77,6 +79,11 @@ export type Event =
     readonly tryCompletion?: number | undefined
     /** A lock's `keep` (millis, > 0): its lease is cached after the body (see `CachedLease`). */
     readonly keep?: number | undefined
+    /**
+     * A lock's: answered `Conflict` (and the lock removed) when the store refuses the name as another
+     * kind or limit (`AcquireReply.Conflict`); never answered otherwise.
+     */
+    readonly refusal?: number | undefined
   }
   /**
    * `awaitRelease`: a held lease's stop completes when the backend answered its release (confirmed
@@ -119,6 +126,8 @@ export type Outcome =
   | { readonly _tag: "Closed" }
   /** A try-lock's one attempt did not win the lease. */
   | { readonly _tag: "NotAcquired" }
+  /** The store refuses the name as asked (a lock's `refusal` completion). */
+  | { readonly _tag: "Conflict"; readonly name: string; readonly held: string; readonly asked: string }
 
 /** What a step asks the shell to do, in order: the engine's only way to act on the world. */
 export type Command =
@@ -231,6 +240,8 @@ export interface ElectionState {
   readonly waiters: ReadonlyArray<number>
   /** A try-lock's completion, until its one attempt is decided. */
   readonly tryCompletion: number | undefined
+  /** A lock's completion for a store's `Conflict` (see the `Start` event). */
+  readonly refusal: number | undefined
   /** A lock's `keep` (millis; 0: none): its lease is cached after its term (see `CachedLease`). */
   readonly keep: number
   /** Another session waits for the lease this term holds (a `Wanted` hint): released, never cached. */

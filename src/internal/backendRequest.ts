@@ -60,6 +60,8 @@ const acquired = (reply: AcquireReply): Engine.Response => {
       }
     case "Expired":
       return { _tag: "Expired" }
+    case "Conflict":
+      return { _tag: "Conflict", held: reply.held, asked: reply.asked }
   }
 }
 

@@ -30,6 +30,7 @@ import * as BackendCalls from "./backendCalls.js"
 import * as CallsInFlight from "./callsInFlight.js"
 import * as Completions from "./completions.js"
 import * as Elections from "./elections.js"
+import * as Holds from "./holds.js"
 import * as Locks from "./locks.js"
 import * as MultiLocks from "./multiLocks.js"
 import * as Loop from "./loop.js"
@@ -104,6 +105,12 @@ export const makeWithShell = (
       withLock: (name, body, options) => Locks.withLock(shell, name, body, options),
       tryWithLock: (name, body) => Locks.tryWithLock(shell, name, body),
       lock: (name, options) => Locks.lock(shell, name, options),
+      withPermits: (name, permits, body, options) => Holds.withPermits(shell, name, permits, body, options),
+      permits: (name, permits, options) => Holds.permits(shell, name, permits, options),
+      withReadLock: (name, body, options) => Holds.withReadLock(shell, name, body, options),
+      readLock: (name, options) => Holds.readLock(shell, name, options),
+      withWriteLock: (name, body, options) => Locks.withLock(shell, name, body, options),
+      writeLock: (name, options) => Locks.lock(shell, name, options),
       withLocks: (names, body, options) => MultiLocks.withLocks(shell, names, body, options),
       locks: (names, options) => MultiLocks.locks(shell, names, options),
       runWhileLeader: (name, work, options) => Elections.runWhileLeader(shell, name, work, options),

@@ -13,6 +13,7 @@ export const failStart = (name: string, outcome: Engine.Outcome): Effect.Effect<
   switch (outcome._tag) {
     case "Ok":
     case "NotAcquired": // only a try-lock's own completion answers this
+    case "Conflict": // only a lock's refusal completion answers this
       return Effect.void
     case "AlreadyStarted":
       return Effect.fail(new ElectionAlreadyStartedError({ lease: name }))

@@ -20,6 +20,7 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import {
   InvalidLeaseNameError,
+  LockConflictError,
   LockLostError,
   LockReentryError,
   LockTimeoutError,
@@ -42,7 +43,7 @@ export const tryOnce = (options: LockOptions | undefined): boolean =>
   options?.timeout !== undefined && Duration.lessThanOrEqualTo(Duration.decode(options.timeout), Duration.zero)
 
 /** What a lock request ends with: the term, or `undefined` for a try-lock that did not get it. */
-type Acquired = Effect.Effect<Term.Term | undefined, ElectionError>
+type Acquired = Effect.Effect<Term.Term | undefined, ElectionError | LockConflictError>
 
 /**
  * A value set once, by a callback, and awaited by one fiber (or one callback), before or after it is
@@ -109,15 +110,23 @@ export const startLock = (
   const awaitRelease = options?.awaitRelease === true
   const keep = keepOf(shell, options)
   if (shell.isShutDown) return stoppedAtClose
-  const acquired = oneShot<Term.Term | undefined, ElectionError>()
+  const acquired = oneShot<Term.Term | undefined, ElectionError | LockConflictError>()
   const stopped = oneShot<void, never>()
   const handle = shell.nextId++
+  // Answered only if the store refuses the name as another kind or limit (`Conflict`).
+  const refusal = shell.nextId++
+  shell.completions.set(refusal, (outcome) => {
+    if (outcome._tag === "Conflict") {
+      acquired.set(Effect.fail(new LockConflictError({ lease: LeaseName.poolOf(name), held: outcome.held, asked: outcome.asked })))
+    }
+  })
   let stopSent = false
   const stopNow = (): void => {
     if (stopSent) return
     stopSent = true
     const forget = () => {
       shell.hooks.delete(handle)
+      shell.completions.delete(refusal)
       stopped.set(Effect.void)
     }
     if (shell.isShutDown) return forget()
@@ -146,7 +155,7 @@ export const startLock = (
       else if (outcome._tag === "Closed") acquired.set(closed)
     })
   }
-  offerNow(shell, { _tag: "Start", handle, name, kind: "lock", hasWork: false, completion, tryCompletion, keep })
+  offerNow(shell, { _tag: "Start", handle, name, kind: "lock", hasWork: false, completion, tryCompletion, keep, refusal })
   return {
     acquired: acquired.await,
     stop: Effect.suspend(() => {
@@ -191,14 +200,20 @@ export const refused = (
 
 export const nothingToInterrupt = () => undefined
 
-export const lock = (shell: Shell, name: string, options?: LockOptions): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
+/** `lease`: the name on the store, when it is not `name` itself (a hold of `name`: `holds.ts`). */
+export const lock = (
+  shell: Shell,
+  name: string,
+  options?: LockOptions,
+  lease = name
+): Effect.Effect<Term.Term, LockError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime<Term.Term, LockError, Scope.Scope>((caller) => {
       const held = caller.getFiberRef(heldLocks)
       const refusal = refused(shell, name, held)
       if (refusal !== undefined) return refusal
       const single = tryOnce(options)
-      const request = startLock(shell, name, single, nothingToInterrupt, options)
+      const request = startLock(shell, lease, single, nothingToInterrupt, options)
       // One finalizer: the fiber that closes the scope gets its lock list back (as `locallyScoped`
       // would restore it), then the lock is released.
       return Effect.flatMap(Effect.scope, (scope) =>
@@ -229,7 +244,8 @@ const runLocked = <A, E, R>(
   shell: Shell,
   name: string,
   body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
-  options: LockOptions | undefined
+  options: LockOptions | undefined,
+  lease = name
 ): Effect.Effect<Option.Option<A>, E | LockError, R> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime<Option.Option<A>, E | LockError, R>((caller) => {
@@ -241,7 +257,7 @@ const runLocked = <A, E, R>(
       let running: Fiber.RuntimeFiber<A, E> | undefined
       // Revoked between the grant and the fork: the hook found no fiber to interrupt.
       let revokedEarly = false
-      const request = startLock(shell, name, single, () => {
+      const request = startLock(shell, lease, single, () => {
         if (running === undefined) revokedEarly = true
         // A body that already ended has nothing to interrupt.
         return running === undefined || running.unsafePoll() !== null ? undefined : interruptSignal(running)
@@ -303,9 +319,10 @@ export const withLock = <A, E, R>(
   shell: Shell,
   name: string,
   body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
-  options?: LockOptions
+  options?: LockOptions,
+  lease = name
 ): Effect.Effect<A, E | LockError, R> =>
-  Effect.flatMap(runLocked(shell, name, body, options), orTimeout(name, options))
+  Effect.flatMap(runLocked(shell, name, body, options, lease), orTimeout(name, options))
 
 /** One attempt: `Some(result)` of `body` if the lock was free, `None` (and `body` not run) if not. */
 export const tryWithLock = <A, E, R>(

@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import type * as Engine from "../Engine.js"
+import * as LeaseName from "../LeaseName.js"
 import * as Term from "../Term.js"
 import { interruptSignalNow } from "./interrupt.js"
 import * as Metrics from "./metrics.js"
@@ -22,10 +23,10 @@ export const onElected = (
 ): Effect.Effect<void> | undefined => {
   const revoked = Term.revocation()
   const cell = SessionDeadline.cellOf(shell.deadline, command.sessionSeq)
-  const term = Term.makeLive(command.name, command.token, command.sessionId, cell, revoked)
+  const term = Term.makeLive(LeaseName.poolOf(command.name), command.token, command.sessionId, cell, revoked)
   const live: LiveTerm = { term, revoked, work: undefined, handle: command.handle, group: command.group }
   shell.terms.set(command.termId, live)
-  const metrics = Metrics.forLease(command.name, command.group)
+  const metrics = Metrics.forLease(LeaseName.poolOf(command.name), command.group)
   metrics.termsWon.unsafeUpdate(1, loop.metricLabels)
   metrics.leaderTerms.unsafeModify(1, loop.metricLabels)
   const hook = command.group === undefined ? shell.hooks.get(command.handle) : shell.groupHooks.get(command.group)
@@ -94,7 +95,7 @@ export const onRevoked = (
   if (live === undefined) return undefined
   shell.terms.delete(command.termId)
   Term.revoke(live.revoked, command.reason)
-  const metrics = Metrics.forLease(command.name, live.group)
+  const metrics = Metrics.forLease(LeaseName.poolOf(command.name), live.group)
   metrics.revocations[command.reason].unsafeUpdate(1, loop.metricLabels)
   metrics.leaderTerms.unsafeModify(-1, loop.metricLabels)
   // The engine never waits for the work: it is asked to stop, not awaited.

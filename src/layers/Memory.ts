@@ -37,6 +37,7 @@ import * as SynchronizedRef from "effect/SynchronizedRef"
 import type { SimbaConfigError } from "../Errors.js"
 import { check, type DurationOption } from "../internal/options.js"
 import { isSessionId, randomSessionId } from "../internal/sessionId.js"
+import * as LeaseName from "../LeaseName.js"
 import {
   AcquireReply,
   type HeldLease,
@@ -50,6 +51,8 @@ import {
   makeHintHub,
   type OpenedSession
 } from "../LeaseBackend.js"
+import * as Pools from "./memory/pools.js"
+import { empty, grantLease, type Lease, remainingOf, type Session, type State, type Step, updateSession } from "./memory/state.js"
 
 /** The backend name used in errors, metrics and spans. */
 export const backend = "memory"
@@ -63,51 +66,22 @@ export interface Options {
   readonly maxTtl?: DurationOption | undefined
 }
 
-interface Session {
-  /** Backend-clock instant (milliseconds) at which the session expires unless renewed. */
-  readonly expiresAt: number
-  readonly leases: HashSet.HashSet<string>
-  /** Bumped on every change of `leases`: a renewal that names it gets no lease list back. */
-  readonly version: number
-  readonly groups: HashSet.HashSet<string>
-}
-
-interface Lease {
-  /** The live session holding the lease, or `undefined` when it is free. */
-  readonly holder: string | undefined
-  /** The last token granted for this name: the holder's token, and the floor for the next grant. */
-  readonly token: bigint
-  /** The holder's grant reserved a block of tokens (its client may cache the lease): tell it when wanted. */
-  readonly cached?: boolean | undefined
-}
-
-interface State {
-  /** Every session id ever issued: checked so no id is ever handed out twice. */
-  readonly issued: HashSet.HashSet<string>
-  readonly sessions: HashMap.HashMap<string, Session>
-  /** Never shrinks: a free lease keeps its token so the next grant is larger. */
-  readonly leases: HashMap.HashMap<string, Lease>
-  /** Live members per group; a group with no members is removed. */
-  readonly groups: HashMap.HashMap<string, HashSet.HashSet<string>>
-}
-
-/** One call's outcome: the reply, the new state, and the hints to push. */
-type Step<A> = readonly [reply: A, state: State, hints: ReadonlyArray<Hint>]
-
-const empty: State = {
-  issued: HashSet.empty(),
-  sessions: HashMap.empty(),
-  leases: HashMap.empty(),
-  groups: HashMap.empty()
-}
-
 const sortStrings = Arr.sort(Order.string)
 
-/** Removes `sessionId` and everything it holds; the hints say which leases were freed and groups changed. */
+/**
+ * Removes `sessionId` and everything it holds; the hints say which leases were freed and groups
+ * changed, and which waiters of its pools were granted what it held.
+ */
 const dropSession = (state: State, sessionId: string, session: Session): readonly [State, Array<Hint>] => {
   const hints: Array<Hint> = []
   let leases = state.leases
+  const holds: Array<readonly [string, LeaseName.Hold]> = []
   for (const name of session.leases) {
+    const hold = LeaseName.parseHold(name)
+    if (hold !== undefined) {
+      holds.push([name, hold])
+      continue
+    }
     leases = HashMap.modify(leases, name, (lease): Lease => ({ holder: undefined, token: lease.token }))
     hints.push(Hint.Released({ name }))
   }
@@ -117,7 +91,19 @@ const dropSession = (state: State, sessionId: string, session: Session): readonl
       Option.filter(Option.map(members, HashSet.remove(sessionId)), (set) => HashSet.size(set) > 0))
     hints.push(Hint.GroupChanged({ group }))
   }
-  return [{ ...state, sessions: HashMap.remove(state.sessions, sessionId), leases, groups }, hints]
+  let next: State = { ...state, sessions: HashMap.remove(state.sessions, sessionId), leases, groups }
+  for (const [name, hold] of holds) {
+    const [ended, granted] = Pools.endHold(next, name, hold)
+    next = ended
+    hints.push(...granted)
+  }
+  for (const name of session.leases) {
+    if (!HashMap.has(next.pools, name)) continue
+    const [served, granted] = Pools.serve(next, name)
+    next = served
+    hints.push(...granted)
+  }
+  return [next, hints]
 }
 
 /** Drops every session that has expired by `now`, silently. */
@@ -128,13 +114,6 @@ const expire = (state: State, now: number): State => {
   }
   return next
 }
-
-const remainingOf = (session: Session, now: number): Duration.Duration => Duration.millis(session.expiresAt - now)
-
-const updateSession = (state: State, sessionId: string, session: Session): State => ({
-  ...state,
-  sessions: HashMap.set(state.sessions, sessionId, session)
-})
 
 /** How many draws may collide with issued ids before the `Random` service is deemed broken. */
 const maxIdDraws = 16
@@ -249,10 +228,17 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
       transact((state, now): Step<AcquireReply> => {
         const session = HashMap.get(state.sessions, sessionId)
         if (Option.isNone(session)) return [AcquireReply.Expired(), state, []]
+        const hold = LeaseName.parseHold(name)
+        if (hold !== undefined) return Pools.acquireHold(state, sessionId, session.value, name, hold)
         const lease = HashMap.get(state.leases, name)
+        if (Option.isSome(lease) && lease.value.holder === sessionId) {
+          return [AcquireReply.Granted({ token: lease.value.token }), state, []]
+        }
+        // A read-write lock with readers or waiters: the writer takes its turn in the pool's queue.
+        const write = Pools.acquireWrite(state, sessionId, session.value, name)
+        if (write !== undefined) return write
         if (Option.isSome(lease) && lease.value.holder !== undefined) {
           const { cached, holder, token } = lease.value
-          if (holder === sessionId) return [AcquireReply.Granted({ token }), state, []]
           const remaining = Option.map(HashMap.get(state.sessions, holder), (s) => remainingOf(s, now))
           const held = AcquireReply.HeldBy({ token, remaining: Option.getOrUndefined(remaining) })
           return [held, state, cached === true ? [Hint.Wanted({ name, holder })] : []]
@@ -261,14 +247,7 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
         const token = first + BigInt(reserve - 1)
         return [
           reserve > 1 ? AcquireReply.Granted({ token, reserved: reserve }) : AcquireReply.Granted({ token }),
-          {
-            ...updateSession(state, sessionId, {
-              ...session.value,
-              leases: HashSet.add(session.value.leases, name),
-              version: session.value.version + 1
-            }),
-            leases: HashMap.set(state.leases, name, { holder: sessionId, token, cached: reserve > 1 })
-          },
+          grantLease(state, sessionId, session.value, name, token, reserve > 1),
           []
         ]
       })
@@ -281,18 +260,26 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
           Option.isNone(lease) || Option.isNone(session) ||
           lease.value.holder !== sessionId || lease.value.token !== token
         ) return [undefined, state, []]
-        return [
-          undefined,
-          {
-            ...updateSession(state, sessionId, {
-              ...session.value,
-              leases: HashSet.remove(session.value.leases, name),
-              version: session.value.version + 1
-            }),
-            leases: HashMap.set(state.leases, name, { holder: undefined, token })
-          },
-          [Hint.Released({ name })]
-        ]
+        const dropped = updateSession(state, sessionId, {
+          ...session.value,
+          leases: HashSet.remove(session.value.leases, name),
+          version: session.value.version + 1
+        })
+        const hold = LeaseName.parseHold(name)
+        if (hold !== undefined) {
+          const [ended, granted] = Pools.endHold(dropped, name, hold)
+          return [undefined, ended, granted]
+        }
+        const freed: State = { ...dropped, leases: HashMap.set(state.leases, name, { holder: undefined, token }) }
+        const [served, granted] = Pools.serve(freed, name)
+        return [undefined, served, [Hint.Released({ name }), ...granted]]
+      })
+
+    /** Only a pool keeps a queue here: the session leaves it (a hold's, or a writer's place). */
+    const withdraw = (sessionId: string, name: string): Effect.Effect<void> =>
+      transact((state): Step<void> => {
+        const [next, granted] = Pools.withdraw(state, sessionId, LeaseName.poolOf(name), name)
+        return [undefined, next, granted]
       })
 
     const join = (sessionId: string, group: string): Effect.Effect<JoinReply> =>
@@ -348,12 +335,14 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
 
     return makeBackend({
       backend,
+      holds: true,
       isSessionId,
       openSession,
       keepAlive,
       closeSession,
       acquire,
       release,
+      withdraw,
       join,
       leave,
       members,

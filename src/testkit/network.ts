@@ -249,6 +249,7 @@ export const faulty = (underlying: LeaseBackendService): Effect.Effect<FaultyBac
 
     const backend: LeaseBackendService = {
       backend: underlying.backend,
+      holds: underlying.holds,
       openSession: (ttl) =>
         send(
           "openSession",

@@ -17,6 +17,7 @@ const swappable = (initial: Service) =>
     const via = <A, E>(f: (b: Service) => Effect.Effect<A, E>) => Effect.flatMap(Ref.get(current), f)
     const backend: Service = {
       backend: initial.backend,
+      holds: initial.holds,
       openSession: (ttl) => via((b) => b.openSession(ttl)),
       keepAlive: (sessionId, ttl, known) => via((b) => b.keepAlive(sessionId, ttl, known)),
       closeSession: (sessionId) => via((b) => b.closeSession(sessionId)),

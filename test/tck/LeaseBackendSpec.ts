@@ -32,6 +32,7 @@ import {
   watchHints
 } from "./TckHarness.js"
 import { clientCases } from "./ClientCases.js"
+import { holdCases } from "./HoldCases.js"
 import { multiLockCases } from "./MultiLockCases.js"
 import * as TckHarness from "./TckHarness.js"
 
@@ -54,6 +55,7 @@ export const LeaseBackendSpec = (
     describe("inspect", () => inspection(tck))
     describe("client", () => clientCases(tck))
     describe("multi-name locks", () => multiLockCases(tck))
+    describe("semaphores and read-write locks", () => holdCases(tck))
   })
 }
 

@@ -58,6 +58,11 @@ export interface TckOptions {
    */
   readonly handOffGrants?: boolean | undefined
   /**
+   * The store grants holds (semaphores and read locks: `LeaseBackendService.holds`): their cases are
+   * registered; otherwise one case checks that they fail with `NotSupportedError`. Default `false`.
+   */
+  readonly holds?: boolean | undefined
+  /**
    * The `remaining` a fresh session or a renewal reports for a request of `ttl`, where the backend
    * grants less (a capped or ZooKeeper-style backend). Default: `ttl`.
    */
@@ -88,6 +93,7 @@ export interface Tck {
   readonly randomSessionIds: boolean
   readonly versionedRenewals: boolean
   readonly handOffGrants: boolean
+  readonly holds: boolean
   readonly ttl: Duration.Duration
   readonly granted: Duration.Duration
   readonly tolerance: Duration.Duration
@@ -138,6 +144,7 @@ export const make = (layer: Layer.Layer<LeaseBackend, unknown>, options: TckOpti
     randomSessionIds: options.randomSessionIds ?? true,
     versionedRenewals: options.versionedRenewals ?? true,
     handOffGrants: options.handOffGrants ?? false,
+    holds: options.holds ?? false,
     ttl,
     granted,
     tolerance,
