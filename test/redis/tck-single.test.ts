@@ -6,5 +6,5 @@ import { clientTiming, singleNode, ttl } from "./RedisServers.js"
 
 const layer = RedisBackend.layer(singleNode)
 
-LeaseBackendSpec("redis", layer, { virtualTime: false, ttl, hints: true, hintOnWait: true, handOffGrants: true, client: clientTiming })
+LeaseBackendSpec("redis", layer, { virtualTime: false, ttl, hints: true, hintOnWait: true, handOffGrants: true, holds: true, client: clientTiming })
 FencingSpec("redis", layer, { virtualTime: false, ttl, client: clientTiming })

@@ -20,6 +20,7 @@ import * as ClusterSession from "./clusterSession.js"
 import type { Renewed } from "./clusterSession.js"
 import { backendError, type Runner } from "./connection.js"
 import { newSessionId } from "../../internal/sessionId.js"
+import * as LeaseName from "../../LeaseName.js"
 import type { Keys } from "./keys.js"
 import type { Mode } from "./options.js"
 import type * as Schema from "effect/Schema"
@@ -191,7 +192,10 @@ export const make = (
 
   /** What an acquire's reply means for the lease's channel (`Watches`): heard while the session waits. */
   const watched = (sessionId: string, name: string, answer: AcquireReply, sentAt: number): AcquireReply => {
-    if (answer._tag === "HeldBy") watches.refused(sessionId, name, sentAt)
+    // A hold's grant comes on the session's channel only: its own lease channel carries nothing.
+    if (answer._tag === "HeldBy") {
+      if (!name.includes("~")) watches.refused(sessionId, name, sentAt)
+    }
     else if (answer._tag === "Granted") watches.done(sessionId, name)
     else watches.ended(sessionId)
     return answer
@@ -201,13 +205,41 @@ export const make = (
   const acquireCall = mode === "node" ? Scripts.acquire : Scripts.acquireInCluster
   const releaseCall = mode === "node" ? Scripts.release : Scripts.releaseInCluster
   const withdrawCall = mode === "node" ? Scripts.withdraw : Scripts.withdrawInCluster
-  const acquireScript = (sessionId: string, name: string, reserve: number, holder: Holder, registered: Registered) =>
-    acquireCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered, block: reserve })
+  const acquireScript = (sessionId: string, name: string, reserve: number, holder: Holder, registered: Registered) => {
+    const hold = LeaseName.parseHold(name)
+    if (hold !== undefined) return acquireHoldScript(sessionId, name, hold)
+    return acquireCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered, block: reserve })
+  }
 
   const releaseScript = (sessionId: string, name: string, token: bigint) => {
+    const hold = LeaseName.parseHold(name)
+    if (hold !== undefined) return releaseHoldScript(sessionId, name, hold, token)
     const holder = holderOf(sessionId, name)
     return releaseCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
   }
+
+  // Holds (semaphores, read locks; mode `node` only: `RedisBackend` declares them there): the hold's
+  // lease hash, the pool's plain lease hash, the session key and its lease set (scripts/pools.ts).
+  const holdKeys = (sessionId: string, name: string, hold: LeaseName.Hold) => ({
+    holdLease: k.lease(name),
+    lease: k.lease(hold.pool),
+    holder: k.session(sessionId),
+    holderLeases: k.sessionLeases(sessionId),
+    marker: k.boot
+  })
+  const holdArgs = { holderPrefix: k.sessionPrefix, leasePrefix: k.leasePrefix, idleMs: rules.idleMs, delayMs: rules.delayMs }
+  const acquireHoldScript = (sessionId: string, name: string, hold: LeaseName.Hold) =>
+    Scripts.acquireHold(holdKeys(sessionId, name, hold), {
+      ...holdArgs,
+      sessionId,
+      holdName: name,
+      pool: hold.pool,
+      holdMode: hold.mode,
+      weight: hold.weight,
+      limit: hold.limit
+    })
+  const releaseHoldScript = (sessionId: string, name: string, hold: LeaseName.Hold, token: bigint) =>
+    Scripts.releaseHold(holdKeys(sessionId, name, hold), { ...holdArgs, sessionId, holdName: name, token: token.toString() })
 
   /**
    * One node: the renewal, acquire and release without a fiber (`LeaseBackend.StoreDirect`), the same
@@ -308,6 +340,13 @@ export const make = (
     withdraw: (sessionId, name) =>
       Effect.suspend(() => {
         watches.done(sessionId, name)
+        const hold = LeaseName.parseHold(name)
+        if (hold !== undefined) {
+          return run(
+            "withdraw",
+            Scripts.withdrawHold({ lease: k.lease(hold.pool), marker: k.boot }, { ...holdArgs, holdName: name, pool: hold.pool })
+          ).pipe(Effect.asVoid)
+        }
         return run(
           "withdraw",
           withdrawCall(

@@ -28,6 +28,8 @@ export const Acquired = Schema.Union(
   Schema.Tuple(Schema.Literal("delayed"), Millis, Schema.Literal(0, 1)),
   Schema.Tuple(Schema.Literal("stale")),
   Schema.Tuple(Schema.Literal("moved")),
+  /** A pool of another kind or limit holds the name (`held`, `asked`: their descriptions). */
+  Schema.Tuple(Schema.Literal("conflict"), Schema.String, Schema.String),
   Expired
 )
 /** The session's time left, the version of its lease set, its groups and its leases (absent: still the known version). */
@@ -89,6 +91,8 @@ export const acquireReply = (reply: Schema.Schema.Type<typeof Acquired>): Acquir
       return AcquireReply.HeldBy({ token: undefined, remaining: Duration.millis(reply[1]) })
     case "expired":
       return AcquireReply.Expired()
+    case "conflict":
+      return AcquireReply.Conflict({ held: reply[1], asked: reply[2] })
     case "stale":
     case "moved":
       return undefined

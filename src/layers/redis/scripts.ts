@@ -13,12 +13,14 @@ import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots,
 import type { Script } from "./scripts/define.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
 import { acquire, acquireInCluster, bootMarker, release, releaseInCluster, withdraw, withdrawInCluster } from "./scripts/lease.js"
+import { acquireHold, releaseHold, withdrawHold } from "./scripts/pools.js"
 import { close, open, renew } from "./scripts/session.js"
 
 export type { Arg, Call, Caller, Script } from "./scripts/define.js"
 export { prelude, queueScanBatch, reservationMillis } from "./scripts/prelude.js"
 export {
   acquire,
+  acquireHold,
   acquireInCluster,
   addMember,
   bootMarker,
@@ -34,6 +36,7 @@ export {
   open,
   register,
   release,
+  releaseHold,
   releaseInCluster,
   removeMember,
   renew,
@@ -42,6 +45,7 @@ export {
   renewSlot,
   renewSlots,
   withdraw,
+  withdrawHold,
   withdrawInCluster
 }
 
@@ -54,6 +58,9 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   releaseInCluster,
   withdraw,
   withdrawInCluster,
+  acquireHold,
+  releaseHold,
+  withdrawHold,
   members,
   renew,
   close,

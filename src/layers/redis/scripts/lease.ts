@@ -109,6 +109,11 @@ const withdrawParams = {
 } as const
 const withdrawBody = `
 local removed = redis.call('ZREM', queue, sessionId)
+-- A writer waiting in the pool of a read-write lock leaves it; the pool's queue goes on.
+if redis.call('HDEL', lease .. ':pw', '~w~' .. sessionId) == 1 then
+  redis.call('ZREM', lease .. ':pq', '~w~' .. sessionId)
+  pool_serve(lease, name, prefix_of(lease, name), holders_in(mode, holderPrefix, idleMs, marker, delayMs), nil)
+end
 local h = redis.call('HMGET', lease, 'session', 'reserved', 'token', 'queued')
 if h[2] == sessionId then
   redis.call('HDEL', lease, 'reserved', 'reservedUntil')

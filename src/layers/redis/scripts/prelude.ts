@@ -23,6 +23,8 @@ export const reservationMillis = 250
 export const queueScanBatch = 32
 
 /** The Lua every script starts with. Its function names are never parameter names (checked by a test). */
+import { poolLua } from "./poolLua.js"
+
 export const prelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 -- The server's time (one TIME): in ms, and in microseconds (for tokens).
@@ -308,6 +310,7 @@ local function hold(lk, set, name, sid, token, now, own, keep, expiring, cached)
   redis.call('SADD', set, name)
   redis.call('PEXPIRE', set, keep)
 end
+${poolLua}
 -- Mode 'node': grant the lease lk (name, last token stored) to the live waiter head, as its
 -- acquire would, and tell it on its session's channel ('granted:<token>:<name>', heard by head's
 -- client alone), so it holds the lease without another round trip. expiring: as in hold.
@@ -328,7 +331,7 @@ end
 -- 'cluster' (the waiter's registration lives in another slot, see "Redis Cluster") it is freed and
 -- reserved for that waiter; freed with a plain 'released' when nobody waits. No lock-delay check:
 -- lk has a token, so this store kept its state (see lock_delay).
-local function hand_off(lk, q, name, holders, stored, queued, held)
+local function hand_off(lk, q, name, holders, stored, queued, held, gone_sid)
   local head = nil
   if queued then head = next_waiter(lk, q, holders) end
   if head and holders.mode == 'node' then
@@ -340,6 +343,8 @@ local function hand_off(lk, q, name, holders, stored, queued, held)
     reserve(lk, name, head, now_ms(), holders)
   else
     redis.call('PUBLISH', lk, 'released')
+    -- A read-write lock's writer is gone: its readers (or the next writer) waiting in the pool go on.
+    if redis.call('EXISTS', lk .. ':pool') == 1 then pool_serve(lk, name, prefix_of(lk, name), holders, gone_sid) end
   end
 end
 -- Queue sid (once: a waiter keeps its place) behind the others; the queue lives while its waiters may.
@@ -359,7 +364,10 @@ local function release_all(set, sid, lease_prefix, holders)
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
     local lk = lease_prefix .. name .. '}'
     local h = redis.call('HMGET', lk, 'session', 'token', 'queued')
-    if h[1] == sid then hand_off(lk, lk .. ':queue', name, holders, h[2], h[3], true) end
+    if h[1] == sid then
+      if string.find(name, '~', 1, true) then end_hold(lk, name, lease_prefix, holders, sid)
+      else hand_off(lk, lk .. ':queue', name, holders, h[2], h[3], true, sid) end
+    end
   end
 end
 -- Grant lease lk to sid (whose session has own ms left, its set keep ms) unless a live session holds
@@ -374,6 +382,11 @@ local function acquire(lk, q, set, sid, name, own, keep, holders, block)
   if h[1] == sid then
     hold(lk, set, name, sid, h[2], now, own, keep, false, nil)
     return {'granted', h[2]}
+  end
+  -- A read-write lock with readers or waiters: the writer takes its turn in the pool's queue.
+  if redis.call('EXISTS', lk .. ':pool') == 1 then
+    local write = acquire_write(lk, name, sid, own, keep, holders, block)
+    if write then return write end
   end
   -- A free hash that exists has an expiry (freed, or made by wait_in), which a grant removes.
   local exists = h[2] or h[3] or h[5]
