@@ -49,6 +49,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import * as Cached from "./cached.js"
+import * as Holds from "./holds.js"
 import * as EngineBench from "./engine.js"
 import * as Bystander from "./floors/bystander.js"
 import * as Floors from "./floors/redis.js"
@@ -112,7 +113,7 @@ const printTable = () => {
   for (const b of body) console.log(line(b))
 }
 
-const usage = "bench/run.ts [--only uncontended | contended | handover | renew10k | cached | engine] [--help]"
+const usage = "bench/run.ts [--only uncontended | contended | handover | renew10k | cached | holds | engine] [--help]"
 if (process.argv.includes("--help")) {
   console.log(usage)
   console.log("Without --only: every section, then bench/results*.json and docs/performance.md are written.")
@@ -123,7 +124,7 @@ const onlyAt = process.argv.indexOf("--only")
 const only = onlyAt === -1 ? undefined : process.argv[onlyAt + 1]
 if (
   only !== undefined && only !== "uncontended" && only !== "contended" && only !== "handover" && only !== "renew10k" &&
-  only !== "cached" && only !== "engine"
+  only !== "cached" && only !== "holds" && only !== "engine"
 ) {
   throw new Error(usage)
 }
@@ -276,6 +277,57 @@ const main = async () => {
     log(`renew10k: deleted ${await R10k.deleteClusterKeys(prefix)} cluster keys`)
   }
 
+  /** Semaphores and read-write locks beside redis-semaphore's `Semaphore` and `MultiSemaphore`. */
+  const holdsSection = async () => {
+    log("holds: uncontended, simba withPermits (1 of 3) and withLock, Semaphore, MultiSemaphore")
+    const u = await Holds.uncontendedSimba(ctx)
+    const uSem = await Holds.uncontendedPeer(ctx, "semaphore")
+    const uMulti = await Holds.uncontendedPeer(ctx, "multiSemaphore")
+    const median = (r: Holds.UncontendedHolds) => us(R.summary.median(r.samples))
+    row("holds", "uncontended acquire + release of 1 of 3 permits, median of 2,000 (peer: Semaphore)", "µs", {
+      simba: median(u.permits),
+      redisSemaphore: median(uSem)
+    })
+    row("holds", "uncontended acquire + release of 1 of 3 permits, median of 2,000 (peer: MultiSemaphore, 1 permit)", "µs", {
+      redisSemaphore: median(uMulti)
+    })
+    row("holds", "uncontended withLock on the same client and run, median of 2,000 (for the ratio)", "µs", { simba: median(u.lock) })
+    row("holds", "process CPU per uncontended acquire + release of a permit (peer: Semaphore)", "µs", {
+      simba: us(u.permits.cpuPerPair),
+      redisSemaphore: us(uSem.cpuPerPair)
+    })
+    row("holds", "process CPU per uncontended acquire + release of a permit (peer: MultiSemaphore)", "µs", { redisSemaphore: us(uMulti.cpuPerPair) })
+    row("holds", "round trips per uncontended acquire + release of a permit (peer: Semaphore)", "round trips", {
+      simba: u.permits.roundTripsPerPair,
+      redisSemaphore: uSem.roundTripsPerPair
+    })
+    log("holds: contended, 8 contenders on 3 permits (simba, Semaphore, MultiSemaphore)")
+    const cSimba = await Holds.contendedSimba(ctx)
+    const cSem = await Holds.contendedPeer(ctx, "semaphore")
+    const cMulti = await Holds.contendedPeer(ctx, "multiSemaphore")
+    for (const [label, peer] of [["Semaphore", cSem], ["MultiSemaphore", cMulti]] as const) {
+      const both = (f: (r: R.ContendedResult) => number) => ({ simba: f(cSimba), redisSemaphore: f(peer) })
+      row("holds", `8 contenders on 3 permits, sections/s (peer: ${label})`, "1/s", both((r) => r.sectionsPerSecond))
+      row("holds", `8 contenders on 3 permits, fairness (Jain) (peer: ${label})`, "index", both((r) => r.fairness))
+      row("holds", `8 contenders on 3 permits, longest wait (peer: ${label})`, "ms", both((r) => r.longestWaitMs))
+      row("holds", `8 contenders on 3 permits, waiter round trips per section (peer: ${label})`, "round trips", both((r) => r.waiterRoundTripsPerSecond / r.sectionsPerSecond))
+    }
+    log("holds: read-write lock, 6 readers and 2 writers")
+    const rw = await Holds.readWrite(ctx)
+    row("holds", "read-write lock, 6 readers + 2 writers: reads/s", "1/s", { simba: rw.readsPerSecond })
+    row("holds", "read-write lock, 6 readers + 2 writers: writes/s", "1/s", { simba: rw.writesPerSecond })
+    row("holds", "read-write lock, 6 readers + 2 writers: a writer's longest wait", "ms", { simba: rw.longestWriterWaitMs })
+    row("holds", "read-write lock, 6 readers + 2 writers: a writer's median wait", "ms", { simba: rw.medianWriterWaitMs })
+    log(
+      `holds: uncontended simba ${median(u.permits).toFixed(0)} µs (withLock ${median(u.lock).toFixed(0)}), Semaphore ` +
+        `${median(uSem).toFixed(0)}, MultiSemaphore ${median(uMulti).toFixed(0)}; contended simba ${cSimba.sectionsPerSecond.toFixed(0)}/s ` +
+        `fairness ${cSimba.fairness.toFixed(3)} longest ${cSimba.longestWaitMs.toFixed(0)} ms, Semaphore ${cSem.sectionsPerSecond.toFixed(0)}/s ` +
+        `${cSem.fairness.toFixed(3)} ${cSem.longestWaitMs.toFixed(0)} ms, MultiSemaphore ${cMulti.sectionsPerSecond.toFixed(0)}/s ` +
+        `${cMulti.fairness.toFixed(3)} ${cMulti.longestWaitMs.toFixed(0)} ms; rw ${rw.readsPerSecond.toFixed(0)} reads/s ` +
+        `${rw.writesPerSecond.toFixed(0)} writes/s, writer longest ${rw.longestWriterWaitMs.toFixed(1)} ms`
+    )
+  }
+
   /** Lock caching: one name again and again, and a second client asking for a cached lease. */
   const cachedSection = async () => {
     log("cached: simba with keep, one name again and again (Redis, then memory)")
@@ -315,8 +367,8 @@ const main = async () => {
   }
 
   try {
-    if (only === "renew10k" || only === "cached") {
-      await (only === "renew10k" ? renew10k() : cachedSection())
+    if (only === "renew10k" || only === "cached" || only === "holds") {
+      await (only === "renew10k" ? renew10k() : only === "cached" ? cachedSection() : holdsSection())
       log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
       // The section's rows replace its rows of the last full run in results.json, the others kept.
       const out = fileURLToPath(new URL("./results.json", import.meta.url))
@@ -559,6 +611,9 @@ const main = async () => {
 
     // ---- cached ----
     await cachedSection()
+
+    // ---- holds ----
+    await holdsSection()
 
     const engineEvents = await engineSection()
 
