@@ -47,6 +47,12 @@ const holdLease = (
   return Effect.succeed(LeaseName.holdName({ ...hold, pool: name, id: nextHoldId() }))
 }
 
+/**
+ * A hold's lock options: its timeout, and never `keep` (a client's `lockKeep` included): each request
+ * is a hold of its own name, so a kept one would only hold its permits for nobody.
+ */
+const lockOptions = (timeout: PermitOptions["timeout"]) => ({ timeout, keep: 0 })
+
 const permitHold = (options: PermitOptions, permits: number) => ({ mode: "permits" as const, weight: permits, limit: options.limit })
 const readHold = { mode: "read" as const, weight: 1, limit: 0 }
 
@@ -59,7 +65,7 @@ export const withPermits = <A, E, R>(
 ): Effect.Effect<A, E | HoldError, R> =>
   Effect.flatMap(
     Effect.suspend(() => holdLease(shell, name, permitHold(options, permits))),
-    (lease) => Locks.withLock(shell, name, body, { timeout: options.timeout }, lease)
+    (lease) => Locks.withLock(shell, name, body, lockOptions(options.timeout), lease)
   )
 
 export const permits = (
@@ -70,7 +76,7 @@ export const permits = (
 ): Effect.Effect<Term.Term, HoldError, Scope.Scope> =>
   Effect.flatMap(
     Effect.suspend(() => holdLease(shell, name, permitHold(options, permits))),
-    (lease) => Locks.lock(shell, name, { timeout: options.timeout }, lease)
+    (lease) => Locks.lock(shell, name, lockOptions(options.timeout), lease)
   )
 
 export const withReadLock = <A, E, R>(
@@ -81,7 +87,7 @@ export const withReadLock = <A, E, R>(
 ): Effect.Effect<A, E | HoldError, R> =>
   Effect.flatMap(
     Effect.suspend(() => holdLease(shell, name, readHold)),
-    (lease) => Locks.withLock(shell, name, body, { timeout: options?.timeout }, lease)
+    (lease) => Locks.withLock(shell, name, body, lockOptions(options?.timeout), lease)
   )
 
 export const readLock = (
@@ -91,5 +97,5 @@ export const readLock = (
 ): Effect.Effect<Term.Term, HoldError, Scope.Scope> =>
   Effect.flatMap(
     Effect.suspend(() => holdLease(shell, name, readHold)),
-    (lease) => Locks.lock(shell, name, { timeout: options?.timeout }, lease)
+    (lease) => Locks.lock(shell, name, lockOptions(options?.timeout), lease)
   )
