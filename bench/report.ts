@@ -373,6 +373,40 @@ const cachedTable = (redis: ReadonlyArray<RedisRow>, sql: ReadonlyArray<SqlRow>)
   )
 }
 
+/** Semaphores and read-write locks on Redis beside redis-semaphore's `Semaphore` and `MultiSemaphore`. */
+const holdsTable = (redis: ReadonlyArray<RedisRow>): string => {
+  const r = (metric: RegExp) => find(redis, "holds", metric)
+  const cell = (row: RedisRow | undefined, key: "simba" | "redisSemaphore") => fmt(row?.[key], row?.unit ?? "")
+  const pair = (label: string, row: RedisRow | undefined, target: string) =>
+    [label, cell(row, "simba"), cell(row, "redisSemaphore"), ratio(row?.simba, row?.redisSemaphore ?? undefined), target]
+  const uSem = r(/^uncontended acquire \+ release of 1 of 3 permits, median of 2,000 \(peer: Semaphore\)/)
+  const uMulti = r(/^uncontended acquire \+ release of 1 of 3 permits, median of 2,000 \(peer: MultiSemaphore/)
+  const uLock = r(/^uncontended withLock on the same client and run/)
+  const lockRatio = uLock?.simba !== undefined && uLock?.simba !== null && uSem?.redisSemaphore !== undefined && uSem?.redisSemaphore !== null
+    ? ratio(uLock.simba, uSem.redisSemaphore)
+    : "—"
+  const only = (label: string, row: RedisRow | undefined, target: string) => [label, cell(row, "simba"), "—", "—", target]
+  return table(
+    ["", "Simba", "redis-semaphore `Semaphore`", "ratio", "target"],
+    [
+      pair("uncontended acquire + release of 1 of 3 permits, median", uSem, `within withLock's ratio (${lockRatio} this run)`),
+      ["the same, `MultiSemaphore` (1 permit)", "—", cell(uMulti, "redisSemaphore"), ratio(uSem?.simba, uMulti?.redisSemaphore ?? undefined), ""],
+      pair("process CPU per uncontended acquire + release", r(/^process CPU per uncontended acquire \+ release of a permit \(peer: Semaphore\)/), ""),
+      pair("round trips per uncontended acquire + release", r(/^round trips per uncontended acquire \+ release of a permit \(peer: Semaphore\)/), ""),
+      pair("8 contenders on 3 permits: sections/s", r(/^8 contenders on 3 permits, sections\/s \(peer: Semaphore\)/), ">= 0.9x"),
+      pair("8 contenders on 3 permits: fairness (Jain's index)", r(/^8 contenders on 3 permits, fairness \(Jain\) \(peer: Semaphore\)/), ">= 0.99"),
+      pair("8 contenders on 3 permits: longest wait", r(/^8 contenders on 3 permits, longest wait \(peer: Semaphore\)/), "< 100 ms"),
+      pair("8 contenders on 3 permits: waiter round trips per section", r(/^8 contenders on 3 permits, waiter round trips per section \(peer: Semaphore\)/), ""),
+      pair("the same against `MultiSemaphore`: sections/s", r(/^8 contenders on 3 permits, sections\/s \(peer: MultiSemaphore\)/), ">= 0.9x"),
+      pair("the same against `MultiSemaphore`: longest wait", r(/^8 contenders on 3 permits, longest wait \(peer: MultiSemaphore\)/), "< 100 ms"),
+      only("read-write lock, 6 readers + 2 writers: reads/s", r(/^read-write lock, 6 readers \+ 2 writers: reads\/s/), ""),
+      only("read-write lock, 6 readers + 2 writers: writes/s", r(/^read-write lock, 6 readers \+ 2 writers: writes\/s/), ""),
+      only("read-write lock: a writer's longest wait, readers arriving continuously", r(/^read-write lock, 6 readers \+ 2 writers: a writer's longest wait/), "< 100 ms"),
+      only("read-write lock: a writer's median wait", r(/^read-write lock, 6 readers \+ 2 writers: a writer's median wait/), "")
+    ]
+  )
+}
+
 // -------------------------------------------------------------------------------------------------
 // The page
 // -------------------------------------------------------------------------------------------------
@@ -398,7 +432,7 @@ node --import tsx --import ./bench/built.mjs bench/run.ts --only contended   # o
 \`npm run bench\` starts the servers it needs (\`scripts/services.sh\`: Redis, the Redis Cluster,
 PostgreSQL, MariaDB, ZooKeeper), builds the package and measures \`dist/\`, the code users install.
 It takes several minutes and keeps a core busy; run it on an otherwise idle machine. \`--only\` takes
-\`uncontended\`, \`contended\`, \`handover\`, \`renew10k\`, \`cached\` or \`engine\` (the last needs no server);
+\`uncontended\`, \`contended\`, \`handover\`, \`renew10k\`, \`cached\`, \`holds\` or \`engine\` (the last needs no server);
 \`bench/zookeeper.ts\` and \`bench/sql.ts\` run alone the same way. Every uncontended series is timed
 after 4,000 warm-up runs, so the code on the path is optimized, as in a service that takes locks all
 day.
@@ -450,6 +484,16 @@ one name again and again runs its bodies without a round trip, each with its own
 token from the block its grant reserved. ZooKeeper cannot reserve blocks, so it has no row here.
 
 ${cachedTable(redis, sql)}
+
+## Semaphores and read-write locks
+
+Simba's semaphore (\`withPermits\`, 1 of 3 permits) beside \`redis-semaphore\`'s \`Semaphore\` and
+\`MultiSemaphore\` on the same Redis, at their defaults (\`retryInterval\` 10 ms) with \`lockTimeout\`
+3 s; contended: 8 contenders (8 clients, 8 connections, one process), 1 ms of work each, for 10 s.
+The read-write lock has no peer here (redis-semaphore has none): 6 readers and 2 writers, each its
+own client, a writer pausing 5 ms between its writes. \`--only holds\` runs this section alone.
+
+${holdsTable(redis)}
 
 ## The client
 
