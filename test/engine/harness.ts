@@ -72,6 +72,7 @@ export const start = (
     readonly hasWork?: boolean
     readonly completion?: number
     readonly keep?: number
+    readonly refusal?: number
   } = {}
 ): Engine.Event => ({
   _tag: "Start",
@@ -80,7 +81,8 @@ export const start = (
   kind: options.kind ?? "election",
   hasWork: options.hasWork ?? false,
   completion: options.completion ?? 1000 + handle,
-  ...(options.keep === undefined ? {} : { keep: options.keep })
+  ...(options.keep === undefined ? {} : { keep: options.keep }),
+  ...(options.refusal === undefined ? {} : { refusal: options.refusal })
 })
 
 export const stop = (handle: number, completion: number): Engine.Event => ({ _tag: "Stop", handle, completion })
