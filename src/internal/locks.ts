@@ -233,7 +233,10 @@ export const lock = (
  * after both). No canceler (it would wrap the wait in an interruption handler): an interrupted caller
  * stops the body in `runLocked`'s failure handler, before the lock is released.
  */
-const awaitBody = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, request: LockRequest): Effect.Effect<Exit.Exit<A, E>> =>
+export const awaitBody = <A, E>(
+  fiber: Fiber.RuntimeFiber<A, E>,
+  request: Pick<LockRequest, "afterStop">
+): Effect.Effect<Exit.Exit<A, E>> =>
   Effect.async<Exit.Exit<A, E>>((resume) => {
     // The body's exit has sent the stop already (`runLocked` observes it first).
     fiber.addObserver((exit) => request.afterStop(() => resume(Effect.succeed(exit))))
@@ -278,26 +281,32 @@ const runLocked = <A, E, R>(
             return Effect.flatMap(restore(awaitBody(fiber, request)), (exit) => outcome(name, term, exit))
           }
         )
-      // As `ensuring(request.stop)`: this region is uninterruptible already, so the match needs no mask of its own.
       return Effect.matchCauseEffect(
         Effect.flatMap(
           restore(awaitTerm(request, name, options, single)),
           (term) => term === undefined ? Effect.succeed(Option.none()) : run(term)
         ),
-        {
-          onFailure: (cause) => {
-            // An interrupted caller stops the body (and waits for it) before the lock is released.
-            const body = running
-            const stopped = body === undefined || body.unsafePoll() !== null
-              ? request.stop
-              : Effect.zipRight(Fiber.interrupt(body), request.stop)
-            return Effect.zipRight(stopped, Effect.failCause(cause))
-          },
-          onSuccess: (result) => Effect.as(request.stop, result)
-        }
+        stoppingAfter(request.stop, () => running)
       )
     })
   )
+
+/**
+ * How a call running a body under a lock (or a set of them) ends, as `ensuring(stop)`: the region is
+ * uninterruptible already, so the match needs no mask of its own. An interrupted or failed caller
+ * stops the body (and waits for it) before the lock is released.
+ */
+export const stoppingAfter = <A, E, R>(
+  stop: Effect.Effect<void>,
+  running: () => Fiber.RuntimeFiber<unknown, unknown> | undefined
+) => ({
+  onFailure: (cause: Cause.Cause<E>): Effect.Effect<A, E, R> => {
+    const body = running()
+    const stopped = body === undefined || body.unsafePoll() !== null ? stop : Effect.zipRight(Fiber.interrupt(body), stop)
+    return Effect.zipRight(stopped, Effect.failCause(cause))
+  },
+  onSuccess: (result: A): Effect.Effect<A, E, R> => Effect.as(stop, result)
+})
 
 /** The body's exit as the lock's result: an interruption by the term's end is `LockLostError`. */
 export const outcome = <A, E>(name: string, term: Term.Term, exit: Exit.Exit<A, E>): Effect.Effect<Option.Option<A>, E | LockError> => {

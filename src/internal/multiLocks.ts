@@ -26,12 +26,14 @@ import type { LockError, LockOptions } from "../Simba.js"
 import * as Term from "../Term.js"
 import { interruptSignal, interruptSignalNow } from "./interrupt.js"
 import {
+  awaitBody,
   heldLocks,
   type LockRequest,
   notAcquired,
   nothingToInterrupt,
   refused,
   startLock,
+  stoppingAfter,
   tryOnce
 } from "./locks.js"
 import type { Shell } from "./shell.js"
@@ -206,24 +208,13 @@ export const withLocks = <A, E, R>(
             running = fiber
             fiber.addObserver(request.stopNow)
             if (revokedEarly) interruptSignalNow(fiber, caller.id())
-            return Effect.flatMap(
-              restore(Effect.async<Exit.Exit<A, E>>((resume) => {
-                fiber.addObserver((exit) => request.afterStop(() => resume(Effect.succeed(exit))))
-              })),
-              (exit) => outcomeAll(terms, exit)
-            )
+            return Effect.flatMap(restore(awaitBody(fiber, request)), (exit) => outcomeAll(terms, exit))
           }
         )
-      return Effect.matchCauseEffect(Effect.flatMap(restore(request.acquired), run), {
-        onFailure: (cause) => {
-          const body = running
-          const stopped = body === undefined || body.unsafePoll() !== null
-            ? request.stop
-            : Effect.zipRight(Fiber.interrupt(body), request.stop)
-          return Effect.zipRight(stopped, Effect.failCause(cause))
-        },
-        onSuccess: (result) => Effect.as(request.stop, result)
-      })
+      return Effect.matchCauseEffect(
+        Effect.flatMap(restore(request.acquired), run),
+        stoppingAfter<A, E | LockError, R>(request.stop, () => running)
+      )
     })
   )
 
