@@ -479,7 +479,7 @@ ${backendsTable(sql, zk)}
 
 ## Lock caching
 
-A lock with \`keep\` (README, "Lock caching") keeps its lease after the body, so a client that takes
+A lock with \`keep\` ([locks.md](locks.md#lock-caching-keep)) keeps its lease after the body, so a client that takes
 one name again and again runs its bodies without a round trip, each with its own term and fencing
 token from the block its grant reserved. ZooKeeper cannot reserve blocks, so it has no row here.
 

@@ -71,7 +71,7 @@ export interface LockOptions {
    */
   readonly awaitRelease?: boolean | undefined
   /**
-   * Lock caching (README, "Lock caching"): after the body, keep the lease for up to this long
+   * Lock caching (docs/locks.md, "Lock caching"): after the body, keep the lease for up to this long
    * while no other session asks for it, so the next lock of this name in this client starts its body
    * without a round trip, with its own term and a fencing token above every earlier one. Another
    * session that asks is queued and the lease goes to it as soon as no body of this client runs.
@@ -209,7 +209,7 @@ export interface SimbaClient {
    * Runs `body` holding every lock of `names`, or none: `body` gets the terms in the order of `names`
    * and is interrupted, with `LockLostError` naming the lock, if any of them ends involuntarily. No
    * deadlock between clients locking overlapping sets in different orders: the names are taken in one
-   * global order (README, "Multi-name locks"). `timeout` bounds the whole; zero is a try.
+   * global order (docs/locks.md, "Multi-name locks"). `timeout` bounds the whole; zero is a try.
    */
   readonly withLocks: <A, E, R>(
     names: ReadonlyArray<string>,
@@ -217,7 +217,7 @@ export interface SimbaClient {
     options?: LockOptions
   ) => Effect.Effect<A, E | LockError, R>
   /**
-   * Runs `body` holding `permits` of the `limit` permits of the semaphore `name` (README,
+   * Runs `body` holding `permits` of the `limit` permits of the semaphore `name` (docs/locks.md,
    * "Semaphores and read-write locks"). Served in arrival order on the store; the permits live and
    * die with the session; the term's token rises across every grant of the name.
    */

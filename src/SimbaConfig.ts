@@ -31,7 +31,7 @@ export interface SimbaConfigInput {
   /** The lowest level of the client's lifecycle logs (docs/operations.md, "Logs"); "None" silences them. Default "Info". */
   readonly logLevel?: LogLevelName | undefined
   /**
-   * The `keep` of every lock of this client that does not set its own (README, "Lock caching"):
+   * The `keep` of every lock of this client that does not set its own (docs/locks.md, "Lock caching"):
    * how long a lock's lease stays cached after its body. Default 0: off.
    */
   readonly lockKeep?: Options.DurationOption | undefined
