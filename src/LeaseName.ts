@@ -77,6 +77,9 @@ export const parseHold = (name: string): Hold | undefined => {
   return { pool, mode: "permits", weight, limit, id: parts[4]! }
 }
 
+/** Whether `name` is a hold's (it carries the separator no lease name can). */
+export const isHoldName = (name: string): boolean => name.includes(separator)
+
 /** The lock or semaphore a lease name belongs to: the name itself, or a hold's pool. */
 export const poolOf = (name: string): string => {
   const at = name.indexOf(separator)
@@ -85,4 +88,4 @@ export const poolOf = (name: string): string => {
 
 /** The rule a name on the SPI breaks: a lease name's, unless it is a well-formed hold name. */
 export const brokenSpiRule = (name: string): string | undefined =>
-  typeof name === "string" && name.includes(separator) && parseHold(name) !== undefined ? undefined : brokenRule(name)
+  typeof name === "string" && isHoldName(name) && parseHold(name) !== undefined ? undefined : brokenRule(name)

@@ -28,7 +28,7 @@ const nextHoldId = (): string => `${processPrefix}.${(holdsAsked++).toString(36)
 const holdLease = (
   shell: Shell,
   name: string,
-  hold: Omit<LeaseName.Hold, "pool" | "id">
+  hold: Hold
 ): Effect.Effect<string, HoldError> => {
   const rule = LeaseName.brokenRule(name)
   if (rule !== undefined) return Effect.fail(new InvalidLeaseNameError({ lease: name, rule }))
@@ -53,49 +53,50 @@ const holdLease = (
  */
 const lockOptions = (timeout: PermitOptions["timeout"]) => ({ timeout, keep: 0 })
 
-const permitHold = (options: PermitOptions, permits: number) => ({ mode: "permits" as const, weight: permits, limit: options.limit })
-const readHold = { mode: "read" as const, weight: 1, limit: 0 }
+type Hold = Omit<LeaseName.Hold, "pool" | "id">
+type Body<A, E, R> = Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>)
+
+const permitHold = (options: PermitOptions, permits: number): Hold => ({ mode: "permits", weight: permits, limit: options.limit })
+const readHold: Hold = { mode: "read", weight: 1, limit: 0 }
+
+/** `withLock` of a hold of `name` (a fresh hold name per call: built when run). */
+const withHold = <A, E, R>(shell: Shell, name: string, hold: Hold, timeout: PermitOptions["timeout"], body: Body<A, E, R>) =>
+  Effect.flatMap(
+    Effect.suspend(() => holdLease(shell, name, hold)),
+    (lease) => Locks.withLock(shell, name, body, lockOptions(timeout), lease)
+  )
+
+/** `lock` of a hold of `name`. */
+const scopedHold = (shell: Shell, name: string, hold: Hold, timeout: PermitOptions["timeout"]) =>
+  Effect.flatMap(
+    Effect.suspend(() => holdLease(shell, name, hold)),
+    (lease) => Locks.lock(shell, name, lockOptions(timeout), lease)
+  )
 
 export const withPermits = <A, E, R>(
   shell: Shell,
   name: string,
   permits: number,
-  body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
+  body: Body<A, E, R>,
   options: PermitOptions
-): Effect.Effect<A, E | HoldError, R> =>
-  Effect.flatMap(
-    Effect.suspend(() => holdLease(shell, name, permitHold(options, permits))),
-    (lease) => Locks.withLock(shell, name, body, lockOptions(options.timeout), lease)
-  )
+): Effect.Effect<A, E | HoldError, R> => withHold(shell, name, permitHold(options, permits), options.timeout, body)
 
 export const permits = (
   shell: Shell,
   name: string,
   permits: number,
   options: PermitOptions
-): Effect.Effect<Term.Term, HoldError, Scope.Scope> =>
-  Effect.flatMap(
-    Effect.suspend(() => holdLease(shell, name, permitHold(options, permits))),
-    (lease) => Locks.lock(shell, name, lockOptions(options.timeout), lease)
-  )
+): Effect.Effect<Term.Term, HoldError, Scope.Scope> => scopedHold(shell, name, permitHold(options, permits), options.timeout)
 
 export const withReadLock = <A, E, R>(
   shell: Shell,
   name: string,
-  body: Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>),
+  body: Body<A, E, R>,
   options?: ReadLockOptions
-): Effect.Effect<A, E | HoldError, R> =>
-  Effect.flatMap(
-    Effect.suspend(() => holdLease(shell, name, readHold)),
-    (lease) => Locks.withLock(shell, name, body, lockOptions(options?.timeout), lease)
-  )
+): Effect.Effect<A, E | HoldError, R> => withHold(shell, name, readHold, options?.timeout, body)
 
 export const readLock = (
   shell: Shell,
   name: string,
   options?: ReadLockOptions
-): Effect.Effect<Term.Term, HoldError, Scope.Scope> =>
-  Effect.flatMap(
-    Effect.suspend(() => holdLease(shell, name, readHold)),
-    (lease) => Locks.lock(shell, name, lockOptions(options?.timeout), lease)
-  )
+): Effect.Effect<Term.Term, HoldError, Scope.Scope> => scopedHold(shell, name, readHold, options?.timeout)

@@ -194,7 +194,7 @@ export const make = (
   const watched = (sessionId: string, name: string, answer: AcquireReply, sentAt: number): AcquireReply => {
     // A hold's grant comes on the session's channel only: its own lease channel carries nothing.
     if (answer._tag === "HeldBy") {
-      if (!name.includes("~")) watches.refused(sessionId, name, sentAt)
+      if (!LeaseName.isHoldName(name)) watches.refused(sessionId, name, sentAt)
     }
     else if (answer._tag === "Granted") watches.done(sessionId, name)
     else watches.ended(sessionId)
