@@ -65,11 +65,16 @@ export interface Settings {
    * backend's own, which must keep at least one connection besides them.
    */
   readonly lanes?: number | undefined
+  /**
+   * Whether this dialect's schema grants holds (semaphore permits and read holds: its acquire applies
+   * the pool rule to hold names and may answer `conflict`). Default: `false`.
+   */
+  readonly holds?: boolean | undefined
 }
 
 /** The reply of every routine: one row, the fields its operation uses. */
 interface Reply {
-  readonly status: "live" | "expired" | "granted" | "held" | "joined" | "released" | "ok"
+  readonly status: "live" | "expired" | "granted" | "held" | "conflict" | "joined" | "released" | "ok"
   readonly token: string | undefined
   readonly remaining: number | undefined
   readonly version: string | undefined
@@ -78,11 +83,14 @@ interface Reply {
   readonly members: ReadonlyArray<string> | undefined
   /** The tokens a grant reserved (its token the last of them). */
   readonly reserved: number | undefined
+  /** A `conflict`: what the name is held as, and what was asked (`semaphore of 3 permits`, `lock`). */
+  readonly held: string | undefined
+  readonly asked: string | undefined
   /** PostgreSQL: this call found the database's boot row gone, so commits may have been lost. */
   readonly lost: boolean
 }
 
-const statuses: ReadonlySet<string> = new Set(["live", "expired", "granted", "held", "joined", "released", "ok"])
+const statuses: ReadonlySet<string> = new Set(["live", "expired", "granted", "held", "conflict", "joined", "released", "ok"])
 
 /**
  * Reads a reply by hand rather than with a `Schema`: every call reads one, and a schema of unions
@@ -135,7 +143,9 @@ const readReply = (row: unknown): Either.Either<Reply, string> => {
       leases: listField(fields, "leases", isPair),
       groups: listField(fields, "groups", isPair),
       members: listField(fields, "members", isString),
-      reserved: numberField(fields, "reserved")
+      reserved: numberField(fields, "reserved"),
+      held: stringField(fields, "held"),
+      asked: stringField(fields, "asked")
     }),
     (read) => ({ status: status as Reply["status"], ...read, lost: fields["lost"] === true })
   )
@@ -446,6 +456,10 @@ export const make = (
                 : undefined,
               remaining: reply.remaining === undefined ? undefined : remainingOf(reply)
             }))
+          case "conflict":
+            return reply.held !== undefined && reply.asked !== undefined
+              ? Effect.succeed(AcquireReply.Conflict({ held: reply.held, asked: reply.asked }))
+              : unexpected("acquire", reply)
           default:
             return unexpected("acquire", reply)
         }
@@ -511,6 +525,7 @@ export const make = (
     })
     return makeBackend({
       backend,
+      holds: settings.holds === true,
       isSessionId,
       openSession,
       keepAlive,
