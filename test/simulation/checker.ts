@@ -8,6 +8,9 @@
  * Properties (SPEC section 11):
  * - overlap: no two valid terms of one name at the same true instant (checked after every scheduler
  *   event, which includes every instant at which a term starts or a deadline moves);
+ * - pools (semaphores and read-write locks): at every instant the valid holds of a semaphore weigh at
+ *   most its limit (all of one limit), and a valid write lock has no valid read hold beside it; no
+ *   token of a pool's name is adopted by two terms;
  * - tokens: the tokens of a name strictly increase in order of adoption;
  * - pairing: every `Elected` term is revoked at most once, by a `Revoked` with its id; at most one
  *   unrevoked term per election; every term of a client that stopped or closed is revoked by the end;
@@ -34,6 +37,7 @@
  * live session) exempt their victims from the overlap and token checks; R3 and R4 check the reaction.
  */
 import type * as Engine from "../../src/Engine.js"
+import * as LeaseName from "../../src/LeaseName.js"
 
 export interface TermRecord {
   readonly client: number
@@ -55,7 +59,8 @@ export interface TermRecord {
   invalidSince: number | undefined
 }
 
-export type CompletionKind = "start" | "stop" | "stepDown" | "join" | "leave" | "close"
+/** `refusal`: a lock's answer to a store's `Conflict`, never asked to complete otherwise. */
+export type CompletionKind = "start" | "stop" | "stepDown" | "join" | "leave" | "close" | "refusal"
 
 interface Pending {
   readonly kind: CompletionKind
@@ -103,6 +108,8 @@ export class Checker {
   private readonly active = new Set<TermRecord>()
   private readonly deadlines = new Map<string, number>()
   private readonly lastToken = new Map<string, bigint>()
+  /** Tokens of each pool's name adopted so far (holds and write locks), with the term's key. */
+  private readonly poolTokens = new Map<string, Map<bigint, string>>()
   private readonly pending = new Map<string, Pending>()
   private readonly stopped = new Set<string>()
   private readonly closedIncs = new Set<string>()
@@ -265,6 +272,8 @@ export class Checker {
           this.termsAdopted++
           this.count(`elected ${command.kind}`)
           if (command.token !== command.leaseToken) this.count("terms from a block of tokens")
+          const hold = LeaseName.parseHold(command.name)
+          if (hold !== undefined) this.count(hold.mode === "read" ? "terms of a read hold" : "terms of a semaphore's permits")
           if (event._tag === "Start" || event._tag === "Stop") this.count("terms of a lease kept cached")
           if (exempt === undefined) {
             const last = this.lastToken.get(command.name)
@@ -274,6 +283,14 @@ export class Checker {
               )
             }
             this.lastToken.set(command.name, command.token)
+            const pool = LeaseName.poolOf(command.name)
+            const tokens = this.poolTokens.get(pool) ?? new Map<bigint, string>()
+            const before = tokens.get(command.token)
+            if (before !== undefined) {
+              throw new Violation(`token ${command.token} of ${pool} adopted twice: by ${before} and by ${key} (${command.name})`)
+            }
+            tokens.set(command.token, `${key} (${command.name})`)
+            this.poolTokens.set(pool, tokens)
           }
           break
         }
@@ -489,6 +506,7 @@ export class Checker {
       }
       byName.set(term.name, term)
     }
+    checkPools(byName, t)
     return byName
   }
 
@@ -522,7 +540,7 @@ export class Checker {
     for (const { client, inc } of alive) {
       const here = ns(client, inc)
       for (const [key, pending] of this.pending) {
-        if (key.startsWith(`${here}/`)) {
+        if (key.startsWith(`${here}/`) && pending.kind !== "refusal") {
           throw new Violation(`${here}: ${pending.kind}${pending.handle === undefined ? "" : ` of handle ${pending.handle}`} never completed`)
         }
       }
@@ -531,6 +549,36 @@ export class Checker {
           throw new Violation(`${here}: term ${term.termId} (${term.name} token ${term.token}) was never revoked`)
         }
       }
+    }
+  }
+}
+
+/** The pool rule at one instant, over the valid terms by name (see the module doc). */
+const checkPools = (byName: ReadonlyMap<string, TermRecord>, t: number): void => {
+  const permits = new Map<string, { weight: number; limits: Set<number>; holders: Array<string> }>()
+  for (const [name, term] of byName) {
+    const hold = LeaseName.parseHold(name)
+    if (hold === undefined) continue
+    const who = `c${term.client}#${term.inc} ${name} token ${term.token}`
+    if (hold.mode === "read") {
+      const writer = byName.get(hold.pool)
+      if (writer !== undefined) {
+        throw new Violation(
+          `a write lock and a read hold of ${hold.pool} valid at t=${fmt(t)}: c${writer.client}#${writer.inc} token ${writer.token} and ${who}`
+        )
+      }
+      continue
+    }
+    const sum = permits.get(hold.pool) ?? { weight: 0, limits: new Set<number>(), holders: [] }
+    sum.weight += hold.weight
+    sum.limits.add(hold.limit)
+    sum.holders.push(who)
+    permits.set(hold.pool, sum)
+  }
+  for (const [pool, sum] of permits) {
+    const [limit] = sum.limits
+    if (sum.limits.size > 1 || sum.weight > limit!) {
+      throw new Violation(`${sum.weight} permits of semaphore ${pool} (limits ${[...sum.limits].join(", ")}) valid at t=${fmt(t)}: ${sum.holders.join("; ")}`)
     }
   }
 }

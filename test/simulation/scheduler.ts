@@ -30,6 +30,7 @@
  */
 import { pathToFileURL } from "node:url"
 import * as EngineModule from "../../src/Engine.js"
+import * as LeaseName from "../../src/LeaseName.js"
 import type { Timing } from "../../src/Session.js"
 import { Checker, type CompletionKind, fmt, formatRequest, formatResponse, SimulationFailure, Violation } from "./checker.js"
 import { ModelBackend } from "./model.js"
@@ -215,6 +216,11 @@ export interface SeedParams {
   readonly clients: number
   readonly names: ReadonlyArray<string>
   readonly group: { readonly name: string; readonly partitions: number } | undefined
+  /**
+   * A semaphore of `limit` permits or a read-write lock named `p` that clients take holds of (and, for
+   * a read-write lock, write locks: plain locks of `p`), or none.
+   */
+  readonly pool: { readonly name: string; readonly kind: "semaphore" | "rw"; readonly limit: number } | undefined
   readonly hints: boolean
   readonly heldByRemaining: boolean
   /** The model backend hands freed leases to its first waiter (see `ModelOptions.handOff`). */
@@ -236,7 +242,24 @@ export interface SeedParams {
   readonly actionEvery: number
 }
 
-const pickParams = (rng: Rng): SeedParams => {
+/** A seed's pool, drawn apart from its other parameters (which stay those of the seed without pools). */
+const pickPool = (seed: number): SeedParams["pool"] => {
+  const rng = new Rng(seed ^ 0x5ea90e)
+  if (!rng.chance(0.3)) return undefined
+  return rng.chance(0.5) ? { name: "p", kind: "semaphore", limit: rng.int(1, 4) } : { name: "p", kind: "rw", limit: 0 }
+}
+
+/**
+ * How long one request of a pool may take its turn once the faults ended: a body of at most 1.5 L
+ * (true time), a write lock's cache (`keep` < L; a semaphore has no write locks), and the release and
+ * the next grant reaching the next holder (within the liveness bound).
+ */
+const poolTurn = (pool: NonNullable<SeedParams["pool"]>, leaseDuration: number, bound: number): number =>
+  1.5 * leaseDuration + (pool.kind === "rw" ? leaseDuration : 0) + bound
+/** The most requests a pool may have for its starvation check (more: the check is skipped). */
+const maxTurns = 4
+
+const pickParams = (rng: Rng, seed: number): SeedParams => {
   const leaseDuration = rng.pick([300, 600, 1000, 1500, 3000])
   const drift = rng.pick([0, 0.001, 0.01, 0.05, 0.1, 0.2, 0.3])
   const margin = rng.pick([1, 2, 5, 20, 50].filter((m) => m < leaseDuration / 20))
@@ -287,6 +310,7 @@ const pickParams = (rng: Rng): SeedParams => {
     clients: rng.int(2, 4),
     names,
     group: rng.chance(0.3) ? { name: "g", partitions: rng.int(2, 4) } : undefined,
+    pool: pickPool(seed),
     hints: rng.chance(0.6),
     heldByRemaining: rng.chance(0.7),
     maxTtl: rng.chance(0.15) ? L * rng.range(0.5, 1) : Infinity,
@@ -390,10 +414,17 @@ class World {
   now = 0
   events = 0
   steps = 0
+  /** The end of the quiet phase: `p.quietEnd`, later for a pool whose turns are checked (`checkTurns`). */
+  quietEnd: number
+  /** Pool requests whose wait `checkTurns` bounds, by client/incarnation/handle. */
+  readonly turns = new Map<string, { readonly from: number; readonly allowed: number }>()
+  /** The item that closes every client at `quietEnd`. */
+  closing: Item | undefined = undefined
 
   constructor(readonly engine: EngineApi, readonly seed: number, options: RunOptions) {
     this.rng = new Rng(seed)
-    this.p = pickParams(this.rng)
+    this.p = pickParams(this.rng, seed)
+    this.quietEnd = this.p.quietEnd
     this.model = new ModelBackend({ maxTtl: this.p.maxTtl, heldByRemaining: this.p.heldByRemaining, handOff: this.p.handOff })
     this.checker = new Checker(
       (client, inc, t) => {
@@ -435,7 +466,7 @@ class World {
     this.note(
       `seed ${this.seed}: ${p.clients} clients, names [${p.names.join(" ")}]${
         p.group ? `, group ${p.group.name}/${p.group.partitions}` : ""
-      }, timing ${JSON.stringify(T)}, hints ${p.hints}, heldBy.remaining ${p.heldByRemaining}, hand-off ${p.handOff}, maxTtl ${
+      }${p.pool === undefined ? "" : p.pool.kind === "rw" ? ", read-write lock p" : `, semaphore p of ${p.pool.limit}`}, timing ${JSON.stringify(T)}, hints ${p.hints}, heldBy.remaining ${p.heldByRemaining}, hand-off ${p.handOff}, maxTtl ${
         fmt(p.maxTtl)
       }, faults until ${fmt(p.faultEnd)}, quiet until ${fmt(p.quietEnd)}, liveness bound ${fmt(p.bound)}`
     )
@@ -445,22 +476,24 @@ class World {
     }
     for (let i = 0; i < p.forcedExpiries; i++) this.at(this.rng.range(T.leaseDuration, p.faultEnd), () => this.forceExpire())
     for (let i = 0; i < p.leaseLosses; i++) this.at(this.rng.range(T.leaseDuration, p.faultEnd), () => this.loseLease())
-    this.at(p.quietEnd, () => this.closeAll())
+    this.closing = this.at(p.quietEnd, () => this.closeAll())
+    if (p.pool !== undefined) this.at(p.faultEnd + p.bound, () => this.checkTurns())
     this.checker.stableFrom = p.faultEnd + p.bound
     this.checker.stableUntil = p.quietEnd
     for (;;) {
       const item = this.queue.pop()
-      if (item === undefined || item.time > p.end) break
+      if (item === undefined || item.time > this.quietEnd + (p.end - p.quietEnd)) break
       if (item.cancelled) continue
       this.now = item.time
       this.events++
       item.run()
       const led = this.checker.evaluate(this.now)
-      if (this.now >= p.faultEnd && this.now < p.quietEnd) {
-        this.checker.liveness(this.now, p.faultEnd, p.bound, this.contended(), led)
+      if (this.now >= p.faultEnd && this.now < this.quietEnd) {
+        const ledPools = new Map(Array.from(led, ([name, term]) => [LeaseName.poolOf(name), term] as const))
+        this.checker.liveness(this.now, p.faultEnd, p.bound, this.contended(), ledPools)
       }
     }
-    this.now = p.end
+    this.now = this.quietEnd + (p.end - p.quietEnd)
     this.checker.finish(
       this.slots.flatMap((s) => s.current === undefined ? [] : [{ client: s.client, inc: s.current.inc }])
     )
@@ -476,6 +509,76 @@ class World {
     }
   }
 
+  /**
+   * No starvation in a pool. Once the system settled, requests keep arriving for two turns
+   * (no more than `maxTurns` alive at once), and every request waiting then or arriving then must
+   * be granted within one `poolTurn` for each request alive when it began to wait (those before it
+   * in the queue, and itself): grants follow arrival order and every body ends, so a request passed
+   * again and again by later ones (a 3-permit request by 1-permit ones, a writer by readers) fails.
+   */
+  checkTurns(): void {
+    const pool = this.p.pool!
+    const turn = poolTurn(pool, this.p.timing.leaseDuration, this.p.bound)
+    const arrivalsUntil = this.now + 2 * turn
+    let latest = this.now
+    const watch = (c: Incarnation, handle: number, name: string, requests: number) => {
+      const allowed = requests * turn
+      latest = Math.max(latest, this.now + allowed)
+      this.checker.count("pool requests checked for their turn")
+      this.turns.set(`${c.client}/${c.inc}/${handle}`, { from: this.now, allowed })
+      this.at(this.now + allowed, () => {
+        if (!this.alive(c) || c.closing || c.closed) return
+        const e = Array.from(c.state.elections.values()).find((x) => x.handle === handle)
+        if (e !== undefined && e.status === "CANDIDATE") {
+          throw new Violation(
+            `starvation: c${c.client}#${c.inc} still waits for ${name} at t=${fmt(this.now)}, ${fmt(allowed)} ms after it was one of ${requests} requests of ${pool.name}`
+          )
+        }
+      })
+    }
+    const waiting = this.poolRequests().filter(({ status }) => status === "CANDIDATE")
+    const alive = this.poolRequests().length
+    for (const { c, handle, name } of waiting) watch(c, handle, name, alive)
+    const arrive = (c: Incarnation) =>
+      // Arrivals come often, so a rule that let later requests pass would starve someone.
+      this.at(this.now + this.rng.exp(this.p.timing.leaseDuration / 10), () => {
+        if (this.now >= arrivalsUntil || !this.alive(c) || c.closing || c.closed) return
+        if (this.poolRequests().length < maxTurns) {
+          const handle = c.nextHandle
+          this.startPoolHandle(c)
+          const started = Array.from(c.handles.values()).find((h) => h.handle === handle)
+          if (started !== undefined) watch(c, handle, started.name, this.poolRequests().length)
+        }
+        arrive(c)
+      })
+    for (const slot of this.slots) {
+      const c = slot.current
+      if (c !== undefined && !c.closing && !c.closed) arrive(c)
+    }
+    // The quiet phase lasts until the last check (and a little after): the clients close only then.
+    const closeAt = (end: number) => {
+      this.quietEnd = end
+      this.checker.stableUntil = end
+      if (this.closing !== undefined) this.closing.cancelled = true
+      this.closing = this.at(end, () => this.closeAll())
+    }
+    closeAt(arrivalsUntil + maxTurns * turn + this.p.timing.leaseDuration / 4)
+    this.at(arrivalsUntil, () => closeAt(Math.max(this.p.quietEnd, this.now, latest) + this.p.timing.leaseDuration / 4))
+  }
+
+  /** The requests of the pool (holds and write locks) in the live clients' engines. */
+  poolRequests(): Array<{ c: Incarnation; handle: number; name: string; status: string }> {
+    const out: Array<{ c: Incarnation; handle: number; name: string; status: string }> = []
+    for (const slot of this.slots) {
+      const c = slot.current
+      if (c === undefined || c.closing || c.closed) continue
+      for (const e of c.state.elections.values()) {
+        if (LeaseName.poolOf(e.name) === this.p.pool!.name) out.push({ c, handle: e.handle, name: e.name, status: e.status })
+      }
+    }
+    return out
+  }
+
   /** Names some healthy client competes for (a candidate or leader, not stopping or cooling down). */
   contended(): Set<string> {
     const out = new Set<string>()
@@ -483,7 +586,9 @@ class World {
       const c = slot.current
       if (c === undefined || c.closing || c.closed) continue
       for (const e of c.state.elections.values()) {
-        if (e.status === "CANDIDATE" || e.status === "LEADER") out.add(e.name)
+        // A pool counts as one name: some hold or writer of it must be granted (not each one: a
+        // request waits its turn in arrival order).
+        if (e.status === "CANDIDATE" || e.status === "LEADER") out.add(LeaseName.poolOf(e.name))
       }
     }
     return out
@@ -522,6 +627,7 @@ class World {
       if (this.rng.chance(0.7)) this.startHandle(c, name, this.rng.chance(0.8) ? "election" : "lock")
     }
     if (this.p.group !== undefined && this.rng.chance(0.7)) this.joinGroup(c)
+    if (this.p.pool !== undefined && this.rng.chance(0.7)) this.startPoolHandle(c)
     this.scheduleAction(c)
   }
 
@@ -668,10 +774,32 @@ class World {
     return this.alive(c) && !c.closing && !c.closed && this.faulty
   }
 
-  startHandle(c: Incarnation, name: string, kind: "election" | "lock", keepAgain?: number): void {
+  /**
+   * A hold of the seed's pool (`withPermits` / `withReadLock`), or a write lock of a read-write lock;
+   * rarely with another limit, which the store refuses (`Conflict`) while the pool lives.
+   */
+  startPoolHandle(c: Incarnation): void {
+    const pool = this.p.pool!
+    if (pool.kind === "rw") {
+      if (this.rng.chance(0.35)) return this.startHandle(c, pool.name, "lock")
+      return this.startHandle(c, pool.name, "lock", undefined, { mode: "read", weight: 1, limit: 0 })
+    }
+    const limit = this.rng.chance(0.05) ? pool.limit + 1 : pool.limit
+    this.startHandle(c, pool.name, "lock", undefined, { mode: "permits", weight: this.rng.int(1, limit), limit })
+  }
+
+  startHandle(
+    c: Incarnation,
+    base: string,
+    kind: "election" | "lock",
+    keepAgain?: number,
+    hold?: Pick<LeaseName.Hold, "mode" | "weight" | "limit">
+  ): void {
     const handle = c.nextHandle++
+    // A hold's lease name is its own, unique per request; holds are never cached.
+    const name = hold === undefined ? base : LeaseName.holdName({ pool: base, ...hold, id: `c${c.client}.${c.inc}.${handle}` })
     // `withLock(..., { keep })`: the lease stays cached after the body (lock caching).
-    const keep = keepAgain ??
+    const keep = hold !== undefined ? undefined : keepAgain ??
       (kind === "lock" && this.rng.chance(0.4) ? this.rng.range(1, this.p.timing.leaseDuration) : undefined)
     const info: HandleInfo = {
       handle,
@@ -684,6 +812,12 @@ class World {
       elected: false
     }
     c.handles.set(handle, info)
+    // A lock of the pool's name may be refused as another kind or limit: its `refusal` completion.
+    const refusal = kind === "lock" && this.p.pool !== undefined && base === this.p.pool.name ? c.nextCompletion++ : undefined
+    if (refusal !== undefined) {
+      c.completions.set(refusal, { kind: "refusal", handle })
+      this.checker.expectCompletion(c.client, c.inc, refusal, "refusal", handle)
+    }
     this.request(c, "start", handle, (completion) => ({
       _tag: "Start",
       handle,
@@ -691,7 +825,8 @@ class World {
       kind,
       hasWork: info.hasWork,
       completion,
-      keep
+      keep,
+      refusal
     }))
     if (kind === "lock" && this.rng.chance(0.3)) {
       // `withLock(..., { timeout })`: give up if not elected in time.
@@ -742,6 +877,7 @@ class World {
     const choices: Array<[number, () => void]> = [
       [2, () => this.startHandle(c, rng.pick(this.p.names), "election")],
       [1.5, () => this.startHandle(c, rng.pick(this.p.names), "lock")],
+      [this.p.pool !== undefined ? 2 : 0, () => this.startPoolHandle(c)],
       [live.length > 0 ? 2 : 0, () => this.stopHandle(c, rng.pick(live))],
       [elections.length > 0 ? 1.5 : 0, () => {
         const info = rng.pick(elections)
@@ -778,6 +914,12 @@ class World {
       const info = c.handles.get(pending.handle)
       if (info !== undefined) info.started = true
     }
+    if (pending.kind === "refusal" && pending.handle !== undefined) {
+      // The engine removed the lock: nothing is left to stop.
+      const info = c.handles.get(pending.handle)
+      if (info !== undefined) info.stopping = true
+      this.checker.count(`lock refused: ${command.outcome._tag}`)
+    }
     if (pending.kind === "close" && !c.closed) {
       c.closed = true
       this.note(`c${c.client}#${c.inc} closed`)
@@ -790,14 +932,23 @@ class World {
 
   onElected(c: Incarnation, command: Extract<EngineModule.Command, { _tag: "Elected" }>): void {
     const info = c.handles.get(command.handle)
+    const turn = this.turns.get(`${c.client}/${c.inc}/${command.handle}`)
+    if (turn !== undefined) {
+      this.turns.delete(`${c.client}/${c.inc}/${command.handle}`)
+      const share = Math.min(9, Math.floor(10 * (this.now - turn.from) / turn.allowed))
+      this.checker.count(`pool request granted within ${share * 10}-${share * 10 + 10}% of its allowance`)
+    }
     if (info !== undefined) {
       info.started = true
       info.elected = true
       if (info.kind === "lock") {
-        // The lock's body runs, then `withLock` stops it (user actions stop at the quiet phase).
+        // The lock's body runs, then `withLock` stops it (user actions stop at the quiet phase; the
+        // bodies of a pool's holds and write locks still end then, so its queue drains).
         const hold = this.rng.range(0, this.p.timing.leaseDuration * 1.5)
+        const ofPool = this.p.pool !== undefined && LeaseName.poolOf(info.name) === this.p.pool.name
         this.at(this.now + hold, () => {
-          if (this.usable(c) && !info.stopping) this.stopHandle(c, info)
+          const going = this.usable(c) || (ofPool && this.alive(c) && !c.closing && !c.closed)
+          if (going && !info.stopping) this.stopHandle(c, info)
         })
       }
     }
