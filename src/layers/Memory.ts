@@ -229,7 +229,7 @@ const makeStore = (maxTtl: number): Effect.Effect<LeaseBackendService> =>
         const session = HashMap.get(state.sessions, sessionId)
         if (Option.isNone(session)) return [AcquireReply.Expired(), state, []]
         const hold = LeaseName.parseHold(name)
-        if (hold !== undefined) return Pools.acquireHold(state, sessionId, session.value, name, hold)
+        if (hold !== undefined) return Pools.acquireHold(state, sessionId, session.value, name, hold, now)
         const lease = HashMap.get(state.leases, name)
         if (Option.isSome(lease) && lease.value.holder === sessionId) {
           return [AcquireReply.Granted({ token: lease.value.token }), state, []]

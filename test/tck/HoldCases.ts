@@ -17,7 +17,8 @@ import type { SimbaClient } from "../../src/Simba.js"
 import * as SimbaTest from "../../src/SimbaTest.js"
 import type { Term } from "../../src/Term.js"
 import { awaitFiber, clientConfig, eventually, within } from "./ClientCases.js"
-import { backend, type Tck, uniqueName } from "./TckHarness.js"
+import * as LeaseName from "../../src/LeaseName.js"
+import { acquireGranted, backend, expectHeldBy, heldLeases, open, type Tck, uniqueName } from "./TckHarness.js"
 
 export const holdCases = (tck: Tck): void => {
   const L = tck.client.leaseDuration
@@ -40,6 +41,28 @@ export const holdCases = (tck: Tck): void => {
     }), timeout(4 * R))
     return
   }
+
+  tck.test("one hold name, two sessions (a request retried from its client's new session): one holder, the other refused until it ends", Effect.gen(function*() {
+    const store = yield* backend
+    const pool = yield* uniqueName("retried")
+    const name = LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 3, id: "retried.1" })
+    const [old, renewed, other] = [yield* open(tck), yield* open(tck), yield* open(tck)]
+    const token = yield* acquireGranted(old, name)
+    // The new session asks for the same hold: refused (never a second holder of one name), and a
+    // later release of a permit to the pool does not grant it behind the first holder's back.
+    expectHeldBy(yield* store.acquire(renewed, name))
+    const otherName = LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 3, id: "other.1" })
+    const otherToken = yield* acquireGranted(other, otherName)
+    yield* store.release(other, otherName, otherToken)
+    expectHeldBy(yield* store.acquire(renewed, name))
+    expect((yield* heldLeases(tck, old)).map((lease) => [lease.name, lease.token])).toEqual([[name, token]])
+    expect(yield* heldLeases(tck, renewed)).toEqual([])
+    // Once the first session lets it go, the new one gets it, with a newer token.
+    yield* store.closeSession(old)
+    const again = yield* acquireGranted(renewed, name)
+    expect(again).toBeGreaterThan(otherToken)
+    expect((yield* heldLeases(tck, renewed)).map((lease) => lease.name)).toEqual([name])
+  }), timeout(4 * R))
 
   /** Holds `scope` open on a fiber of its own until `release` closes it; resolves once `take` holds. */
   const holdOpen = (take: Effect.Effect<Term, unknown, Scope.Scope>) =>

@@ -19,7 +19,7 @@ import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import type * as LeaseName from "../../LeaseName.js"
 import { AcquireReply, Hint } from "../../LeaseBackend.js"
-import { grantLease, type Pool, type Session, type State, type Step, type Waiter } from "./state.js"
+import { grantLease, type Pool, remainingOf, type Session, type State, type Step, type Waiter } from "./state.js"
 
 const describe = (kind: Pool["kind"], limit: number): string =>
   kind === "semaphore" ? `semaphore of ${limit} permits` : "read-write lock"
@@ -85,6 +85,11 @@ export const serve = (state: State, poolName: string): readonly [State, Array<Hi
   const hints: Array<Hint> = []
   while (pool.queue.length > 0) {
     const head = pool.queue[0]!
+    // A hold name another session of its client took meanwhile (see `acquireHold`): not twice.
+    if (head.mode !== "write" && Option.isSome(HashMap.get(next.leases, head.name))) {
+      pool = { ...pool, queue: pool.queue.slice(1) }
+      continue
+    }
     if (!fits(next, poolName, pool, head)) break
     const session = Option.getOrThrow(HashMap.get(next.sessions, head.session))
     const [granted, changed, token] = grant(next, poolName, pool, head, session)
@@ -120,10 +125,17 @@ export const acquireHold = (
   sessionId: string,
   session: Session,
   name: string,
-  hold: LeaseName.Hold
+  hold: LeaseName.Hold,
+  now: number
 ): Step<AcquireReply> => {
   const lease = HashMap.get(state.leases, name)
   if (Option.isSome(lease) && lease.value.holder === sessionId) return [AcquireReply.Granted({ token: lease.value.token }), state, []]
+  if (Option.isSome(lease) && lease.value.holder !== undefined) {
+    // The same request from a new session of its client while the session it left still holds it:
+    // the name is taken, as any lease's; never a second holder of one name.
+    const remaining = Option.map(HashMap.get(state.sessions, lease.value.holder), (s) => remainingOf(s, now))
+    return [AcquireReply.HeldBy({ token: lease.value.token, remaining: Option.getOrUndefined(remaining) }), state, []]
+  }
   const [served, hints] = serve(state, hold.pool)
   const pool = poolFor(served, hold.pool, kindOf(hold), hold.limit)
   if (!("queue" in pool)) return [pool, served, hints]
