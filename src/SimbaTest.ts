@@ -9,7 +9,8 @@
  *   lists every backend call it made.
  * - `FencedStore` is a reference storage service that accepts a write only with a fencing token at
  *   least as high as the highest it has seen, and remembers every accepted and rejected write.
- * - `recorder` records who led what, when (per client, from terms), and `checkNoOverlap` checks that
+ * - `recorder` records who led what, when (per client, from terms; a semaphore's or read lock's holds
+ *   with what they hold), and `checkNoOverlap` checks that
  *   no two terms of a name overlapped in time and that tokens rose.
  * - `advance` moves `TestClock` forward in steps, so every client's chain of timers and backend calls
  *   runs at the right virtual instant and has finished when it returns.
@@ -80,5 +81,6 @@ export {
   type LeaderRecorder,
   LeadershipViolation,
   recorder,
+  type SharedHold,
   Violation
 } from "./testkit/recorder.js"
