@@ -7,5 +7,5 @@ import { clientTiming, cluster, ttl } from "./RedisServers.js"
 const layer = RedisBackend.layer(cluster)
 
 // Renewals are versioned per slot (see "Renewal versions" in `RedisBackend.ts`).
-LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true, hintOnWait: true, client: clientTiming })
+LeaseBackendSpec("redis cluster", layer, { virtualTime: false, ttl, hints: true, hintOnWait: true, holds: true, client: clientTiming })
 FencingSpec("redis cluster", layer, { virtualTime: false, ttl, client: clientTiming })

@@ -74,8 +74,8 @@ const start = (
     yield* Markers.markOnStart(mode, k, runner, client, delayMs)
     return LeaseBackend.make({
       backend: "redis",
-      // Semaphores and read locks: one node only so far (a hold's hash lies in its own slot).
-      holds: mode === "node",
+      // Semaphores and read locks (scripts/pools.ts); in a cluster a hold's hash lies in its pool's slot.
+      holds: true,
       isSessionId,
       hints,
       ...Operations.make(mode, k, runner, watches, {

@@ -7,8 +7,10 @@
  * `released:<name>`, it is reserved for the session (a takeover); `wanted:<name>`, another session
  * queued for a lease the session caches. On a lease channel (named like the
  * lease key): `released:<sid>`, it is reserved for that session (mode `cluster`); plain `released`,
- * anyone may try; `granted:<sid>:<token>`, the hand-off message of earlier versions of the scripts
- * (a store shared with clients of an earlier version during an upgrade). On a group channel (named
+ * anyone may try; `granted:<sid>:<token>`, the lease was handed to that session: in mode `cluster` a pool's hand-off
+ * (a hold, on the channel named like the hold's one-node key, or a writer, on the pool's), and the
+ * plain hand-off message of earlier versions of the scripts (a store shared with clients of an
+ * earlier version during an upgrade). On a group channel (named
  * like the group key): `joined`, `left` or `expired`, all read as "the membership changed".
  */
 import * as Effect from "effect/Effect"

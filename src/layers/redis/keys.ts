@@ -12,6 +12,12 @@ export const keys = (prefix: string = defaultPrefix) => ({
   /** Lease hash, also the channel its releases are published on. */
   lease: (name: string) => `${prefix}:lease:{${name}}`,
   /**
+   * Lease hash of a hold (`pool~...`, see `LeaseName.holdName`) in mode `cluster`: tagged by the
+   * pool's name (`<prefix>:lease:{<pool>}~...`), so it lies in the pool's slot; on one node a hold's
+   * hash is `lease(holdName)`. Also the prefix of its holder record (`:holder`).
+   */
+  holdInCluster: (pool: string, holdName: string) => `${prefix}:lease:{${pool}}${holdName.slice(pool.length)}`,
+  /**
    * Holder record of a lease (`sid:token` while held, in the lease's slot): restores a lease hash
    * deleted by hand instead of granting the lease to another session.
    */

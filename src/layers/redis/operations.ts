@@ -82,15 +82,17 @@ export const make = (
 ): Omit<Store, "backend" | "hints" | "isSessionId"> => {
   const { run, runWith } = runner
   const cluster = ClusterSession.make(k, runner, rules)
+  /** Cluster: the tag of the slot a lease lives in (a hold's: its pool's, see `Keys.holdInCluster`). */
+  const slotTagOf = (name: string) => tagOf(k.lease(LeaseName.poolOf(name)))
   const holderOf = (sessionId: string, name: string): Holder => {
     if (mode === "node") {
       return { mode, key: k.session(sessionId), leases: k.sessionLeases(sessionId), prefix: k.sessionPrefix }
     }
-    const tag = tagOf(k.lease(name))
+    const tag = slotTagOf(name)
     return { mode, tag, key: k.shadow(tag, sessionId), leases: k.shadowLeases(tag, sessionId), prefix: k.shadowPrefix(tag) }
   }
   /** The boot marker a lease's scripts check: the store's (mode `node`) or its slot's (mode `cluster`). */
-  const markerOf = (name: string) => mode === "node" ? k.boot : k.bootIn(tagOf(k.lease(name)))
+  const markerOf = (name: string) => mode === "node" ? k.boot : k.bootIn(slotTagOf(name))
   const home = (sessionId: string) => ({ home: k.session(sessionId), homeGroups: k.sessionGroups(sessionId) })
   /** The keys of a lease's scripts (`acquire`, `release`): the lease's, and where they find the session. */
   const leaseKeys = (name: string, holder: Holder) => ({
@@ -192,9 +194,10 @@ export const make = (
 
   /** What an acquire's reply means for the lease's channel (`Watches`): heard while the session waits. */
   const watched = (sessionId: string, name: string, answer: AcquireReply, sentAt: number): AcquireReply => {
-    // A hold's grant comes on the session's channel only: its own lease channel carries nothing.
+    // On one node a hold's grant comes on the session's channel only: its own lease channel carries
+    // nothing. In a cluster it comes on the channel named like the hold's one-node key (`pool_grant`).
     if (answer._tag === "HeldBy") {
-      if (!LeaseName.isHoldName(name)) watches.refused(sessionId, name, sentAt)
+      if (mode === "cluster" || !LeaseName.isHoldName(name)) watches.refused(sessionId, name, sentAt)
     }
     else if (answer._tag === "Granted") watches.done(sessionId, name)
     else watches.ended(sessionId)
@@ -207,30 +210,47 @@ export const make = (
   const withdrawCall = mode === "node" ? Scripts.withdraw : Scripts.withdrawInCluster
   const acquireScript = (sessionId: string, name: string, reserve: number, holder: Holder, registered: Registered) => {
     const hold = LeaseName.parseHold(name)
-    if (hold !== undefined) return acquireHoldScript(sessionId, name, hold)
+    if (hold !== undefined) return acquireHoldScript(sessionId, name, hold, holder, registered)
     return acquireCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), ...registered, block: reserve })
   }
 
   const releaseScript = (sessionId: string, name: string, token: bigint) => {
-    const hold = LeaseName.parseHold(name)
-    if (hold !== undefined) return releaseHoldScript(sessionId, name, hold, token)
     const holder = holderOf(sessionId, name)
+    const hold = LeaseName.parseHold(name)
+    if (hold !== undefined) return releaseHoldScript(sessionId, name, hold, holder, token)
     return releaseCall(leaseKeys(name, holder), { ...leaseArgs(sessionId, name, holder), token: token.toString() })
   }
 
-  // Holds (semaphores, read locks; mode `node` only: `RedisBackend` declares them there): the hold's
-  // lease hash, the pool's plain lease hash, the session key and its lease set (scripts/pools.ts).
-  const holdKeys = (sessionId: string, name: string, hold: LeaseName.Hold) => ({
-    holdLease: k.lease(name),
+  // Holds (semaphores, read locks; scripts/pools.ts): the hold's lease hash (in a cluster tagged by
+  // its pool, so in the pool's slot), the pool's plain lease hash, where the session is found alive
+  // there and its lease set (its session key, or its shadow in the pool's slot).
+  const acquireHoldCall = mode === "node" ? Scripts.acquireHold : Scripts.acquireHoldInCluster
+  const releaseHoldCall = mode === "node" ? Scripts.releaseHold : Scripts.releaseHoldInCluster
+  const withdrawHoldCall = mode === "node" ? Scripts.withdrawHold : Scripts.withdrawHoldInCluster
+  const holdKeys = (name: string, hold: LeaseName.Hold, holder: Holder) => ({
+    holdLease: mode === "node" ? k.lease(name) : k.holdInCluster(hold.pool, name),
     lease: k.lease(hold.pool),
-    holder: k.session(sessionId),
-    holderLeases: k.sessionLeases(sessionId),
-    marker: k.boot
+    holder: holder.key,
+    holderLeases: holder.leases,
+    marker: markerOf(hold.pool)
   })
-  const holdArgs = { holderPrefix: k.sessionPrefix, leasePrefix: k.leasePrefix, idleMs: rules.idleMs, delayMs: rules.delayMs }
-  const acquireHoldScript = (sessionId: string, name: string, hold: LeaseName.Hold) =>
-    Scripts.acquireHold(holdKeys(sessionId, name, hold), {
-      ...holdArgs,
+  const holdArgs = (holder: Holder) => ({
+    mode,
+    holderPrefix: holder.prefix,
+    leasePrefix: k.leasePrefix,
+    idleMs: rules.idleMs,
+    delayMs: rules.delayMs
+  })
+  const acquireHoldScript = (
+    sessionId: string,
+    name: string,
+    hold: LeaseName.Hold,
+    holder: Holder,
+    registered: Registered
+  ) =>
+    acquireHoldCall(holdKeys(name, hold, holder), {
+      ...holdArgs(holder),
+      ...registered,
       sessionId,
       holdName: name,
       pool: hold.pool,
@@ -238,8 +258,8 @@ export const make = (
       weight: hold.weight,
       limit: hold.limit
     })
-  const releaseHoldScript = (sessionId: string, name: string, hold: LeaseName.Hold, token: bigint) =>
-    Scripts.releaseHold(holdKeys(sessionId, name, hold), { ...holdArgs, sessionId, holdName: name, token: token.toString() })
+  const releaseHoldScript = (sessionId: string, name: string, hold: LeaseName.Hold, holder: Holder, token: bigint) =>
+    releaseHoldCall(holdKeys(name, hold, holder), { ...holdArgs(holder), sessionId, holdName: name, token: token.toString() })
 
   /**
    * One node: the renewal, acquire and release without a fiber (`LeaseBackend.StoreDirect`), the same
@@ -344,7 +364,10 @@ export const make = (
         if (hold !== undefined) {
           return run(
             "withdraw",
-            Scripts.withdrawHold({ lease: k.lease(hold.pool), marker: k.boot }, { ...holdArgs, holdName: name, pool: hold.pool })
+            withdrawHoldCall(
+              { lease: k.lease(hold.pool), marker: markerOf(hold.pool) },
+              { ...holdArgs(holderOf(sessionId, name)), holdName: name, pool: hold.pool }
+            )
           ).pipe(Effect.asVoid)
         }
         return run(

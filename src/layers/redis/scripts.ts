@@ -13,7 +13,14 @@ import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots,
 import type { Script } from "./scripts/define.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
 import { acquire, acquireInCluster, bootMarker, release, releaseInCluster, withdraw, withdrawInCluster } from "./scripts/lease.js"
-import { acquireHold, releaseHold, withdrawHold } from "./scripts/pools.js"
+import {
+  acquireHold,
+  acquireHoldInCluster,
+  releaseHold,
+  releaseHoldInCluster,
+  withdrawHold,
+  withdrawHoldInCluster
+} from "./scripts/pools.js"
 import { close, open, renew } from "./scripts/session.js"
 
 export type { Arg, Call, Caller, Script } from "./scripts/define.js"
@@ -21,6 +28,7 @@ export { prelude, queueScanBatch, reservationMillis } from "./scripts/prelude.js
 export {
   acquire,
   acquireHold,
+  acquireHoldInCluster,
   acquireInCluster,
   addMember,
   bootMarker,
@@ -37,6 +45,7 @@ export {
   register,
   release,
   releaseHold,
+  releaseHoldInCluster,
   releaseInCluster,
   removeMember,
   renew,
@@ -46,6 +55,7 @@ export {
   renewSlots,
   withdraw,
   withdrawHold,
+  withdrawHoldInCluster,
   withdrawInCluster
 }
 
@@ -59,8 +69,11 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   withdraw,
   withdrawInCluster,
   acquireHold,
+  acquireHoldInCluster,
   releaseHold,
+  releaseHoldInCluster,
   withdrawHold,
+  withdrawHoldInCluster,
   members,
   renew,
   close,

@@ -85,9 +85,10 @@ if registration ~= '' then
     else
       if now == 0 then now = now_ms() end
       local pruned
-      leases, pruned = held_leases(shadowLeases, sessionId, leasePrefix, now + rem)
+      leases, pruned = held_leases(shadowLeases, sessionId, leasePrefix, now + rem, true)
       if pruned > 0 or version == '' then version = bump_shadow(shadow, true) end
-      if #leases == 0 then
+      -- A shadow waiting in a pool's queue ('waits', see pool_wait) stays open: a hand-off grants into it.
+      if #leases == 0 and tonumber(redis.call('HGET', shadow, 'waits') or '0') <= 0 then
         prune = redis.call('HGET', shadow, 'gen') or '0'
         redis.call('HSET', shadow, 'closed', prune)
       end

@@ -25,24 +25,8 @@ const acquireParams = {
 } as const
 const acquireBody = `
 local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
-local own, keep
-if holders.mode == 'node' then
-  own = redis.call('PTTL', holder)
-  if own == -2 then return {'expired'} end
-  keep = own
-else
-  -- A registration a renewal already closed here is stale.
-  local seq = tonumber(registration)
-  local st = redis.call('HMGET', holder, 'gen', 'closed')
-  if st[2] and tonumber(st[2]) >= seq then return {'stale'} end
-  own = tonumber(homeRemaining)
-  -- The pulse the client renews for this slot's node: unreadable here, the client's slot table is
-  -- behind a resharding (it refreshes it and tries again).
-  if not rely_on(holder, pulse, own) then return {'moved'} end
-  if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
-  -- The shadow outlives the home by the margin: the fallback where its pulse cannot be read.
-  keep = extend(holder, own + tonumber(margin))
-end
+local own, keep = session_here(holders, holder, registration, homeRemaining, pulse, margin)
+if not own then return {keep} end
 return acquire(lease, queue, holderLeases, sessionId, name, own, keep, holders, tonumber(block))
 `
 /**
@@ -110,9 +94,10 @@ const withdrawParams = {
 const withdrawBody = `
 local removed = redis.call('ZREM', queue, sessionId)
 -- A writer waiting in the pool of a read-write lock leaves it; the pool's queue goes on.
-if redis.call('HDEL', lease .. ':pw', '~w~' .. sessionId) == 1 then
-  redis.call('ZREM', lease .. ':pq', '~w~' .. sessionId)
-  pool_serve(lease, name, prefix_of(lease, name), holders_in(mode, holderPrefix, idleMs, marker, delayMs), nil)
+if redis.call('HEXISTS', lease .. ':pw', '~w~' .. sessionId) == 1 then
+  local holders = holders_in(mode, holderPrefix, idleMs, marker, delayMs)
+  pool_unwait(lease, '~w~' .. sessionId, holders)
+  pool_serve(lease, name, prefix_of(lease, name), holders, nil)
 end
 local h = redis.call('HMGET', lease, 'session', 'reserved', 'token', 'queued')
 if h[2] == sessionId then

@@ -29,7 +29,7 @@ local function pool_holds(lk, holders, lease_prefix, gone_sid)
       used = used + tonumber(weight)
       count = count + 1
     else
-      local hk = lease_prefix .. all[i] .. '}'
+      local hk = lease_key(lease_prefix, all[i], holders.mode == 'cluster')
       redis.call('HDEL', lk .. ':holds', all[i])
       redis.call('DEL', hk, hk .. ':holder')
     end
@@ -65,22 +65,44 @@ local function pool_fits(lk, p, holders, lease_prefix, gone_sid, mode, weight)
   if mode == 'write' then return count == 0 and not pool_writer(lk, holders, gone_sid) end
   return used + weight <= tonumber(p.limit)
 end
--- Queues waiter (once: it keeps its place) in arrival order.
-local function pool_wait(lk, waiter, sid, mode, weight)
+-- Queues waiter (once: it keeps its place) in arrival order. Mode 'cluster': the session's shadow
+-- in this slot counts its waits ('waits'), so that a renewal does not close a shadow holding no lease
+-- while a hand-off may still grant into it (see renewSlot); pool_unwait counts them down.
+local function pool_wait(lk, waiter, sid, mode, weight, holders)
   if redis.call('HEXISTS', lk .. ':pw', waiter) == 1 then return end
   local seq = redis.call('HINCRBY', lk .. ':pool', 'seq', 1)
   redis.call('ZADD', lk .. ':pq', seq, waiter)
   redis.call('HSET', lk .. ':pw', waiter, sid .. '|' .. mode .. '|' .. weight)
+  if holders.mode == 'cluster' then
+    local shadow = holder_key(holders, sid)
+    if redis.call('EXISTS', shadow) == 1 then redis.call('HINCRBY', shadow, 'waits', 1) end
+  end
+end
+-- waiter leaves lk's queue (granted or withdrawn); false when it was not in it.
+local function pool_unwait(lk, waiter, holders)
+  local entry = redis.call('HGET', lk .. ':pw', waiter)
+  if not entry then return false end
+  redis.call('HDEL', lk .. ':pw', waiter)
+  redis.call('ZREM', lk .. ':pq', waiter)
+  if holders.mode == 'cluster' then
+    -- Never on a missing shadow (HINCRBY would make one: a revival).
+    local shadow = holder_key(holders, string.match(entry, '^([^|]+)|'))
+    if tonumber(redis.call('HGET', shadow, 'waits') or '0') > 0 then redis.call('HINCRBY', shadow, 'waits', -1) end
+  end
+  return true
 end
 -- Grants waiter (of session sid, whose lease set lives keep ms) the next token of lk: a hold's
 -- lease hash, or (mode 'write') the plain lease lk itself, with a block of tokens. notify: a hand-off,
--- told on sid's channel ('granted:<token>:<name>') as a plain hand-off is. Answers the token.
+-- told on sid's channel ('granted:<token>:<name>') as a plain hand-off is (mode 'node'), or on the
+-- channel named like the lease's key on one node ('granted:<sid>:<token>', mode 'cluster', where
+-- sessions have no channel: the waiter's client hears it while it waits). Answers the token.
 local function pool_grant(lk, name, lease_prefix, holders, waiter, sid, mode, weight, block, notify, own, keep)
   local now, us = server_time()
+  -- The session key (mode 'node'), or its shadow in this slot, which lists the grant for renewals.
   local home = holder_key(holders, sid)
   if not own then
-    own = redis.call('PTTL', home)
-    keep = own
+    own = holder_left(holders, sid)
+    keep = redis.call('PTTL', home)
   end
   local stored = redis.call('HGET', lk, 'token')
   local token, granted
@@ -94,13 +116,18 @@ local function pool_grant(lk, name, lease_prefix, holders, waiter, sid, mode, we
     redis.call('HSET', lk, 'token', token)
     -- lk only counts here: a free hash expires once idle, as a freed lease's does.
     if not redis.call('HGET', lk, 'session') then redis.call('PEXPIRE', lk, holders.idle) end
-    hold(lease_prefix .. waiter .. '}', home .. ':leases', waiter, sid, token, now, own, keep, true, nil)
+    hold(lease_key(lease_prefix, waiter, holders.mode == 'cluster'), home .. ':leases', waiter, sid, token, now, own, keep, true, nil)
     redis.call('HSET', lk .. ':holds', waiter, sid .. '|' .. weight)
   end
-  redis.call('ZREM', lk .. ':pq', waiter)
-  redis.call('HDEL', lk .. ':pw', waiter)
+  pool_unwait(lk, waiter, holders)
   bump(holders, home)
-  if notify then redis.call('PUBLISH', home, 'granted:' .. token .. ':' .. granted) end
+  if notify then
+    if holders.mode == 'node' then
+      redis.call('PUBLISH', home, 'granted:' .. token .. ':' .. granted)
+    else
+      redis.call('PUBLISH', lease_prefix .. granted .. '}', 'granted:' .. sid .. ':' .. token)
+    end
+  end
   return token
 end
 -- Grants the queue's head of lk's pool while it fits (see pool_grant), then deletes a pool left empty.
@@ -111,20 +138,28 @@ local function pool_serve(lk, name, lease_prefix, holders, gone_sid)
     local head = redis.call('ZRANGE', lk .. ':pq', 0, 0)[1]
     if not head then break end
     local sid, mode, weight = string.match(redis.call('HGET', lk .. ':pw', head), '^([^|]+)|(%a+)|(%d+)$')
-    if not pool_fits(lk, p, holders, lease_prefix, gone_sid, mode, tonumber(weight)) then break end
-    pool_grant(lk, name, lease_prefix, holders, head, sid, mode, tonumber(weight), 1, true, nil, nil)
+    if mode ~= 'write' and redis.call('HEXISTS', lease_key(lease_prefix, head, holders.mode == 'cluster'), 'session') == 1 then
+      -- A hold name another session of its client took meanwhile (see acquireHold): not twice.
+      pool_unwait(lk, head, holders)
+    elseif pool_fits(lk, p, holders, lease_prefix, gone_sid, mode, tonumber(weight)) then
+      pool_grant(lk, name, lease_prefix, holders, head, sid, mode, tonumber(weight), 1, true, nil, nil)
+    else
+      break
+    end
   end
   pool_live(lk, holders, lease_prefix, gone_sid)
 end
 -- The waiter of lk's pool is granted at once when nobody waits before it and it fits; else queued.
+-- A head granted by its own call (the queue waited out a lock-delay) lets those behind it go on.
 local function pool_enter(lk, name, lease_prefix, holders, p, waiter, sid, mode, weight, block, own, keep)
   local head = redis.call('ZRANGE', lk .. ':pq', 0, 0)[1]
   if (not head or head == waiter) and pool_fits(lk, p, holders, lease_prefix, nil, mode, weight) then
     local token = pool_grant(lk, name, lease_prefix, holders, waiter, sid, mode, weight, block, false, own, keep)
+    if head then pool_serve(lk, name, lease_prefix, holders, nil) end
     if block > 1 then return {'granted', token, 0, block} end
     return {'granted', token}
   end
-  pool_wait(lk, waiter, sid, mode, weight)
+  pool_wait(lk, waiter, sid, mode, weight, holders)
   return {'held', redis.call('HGET', lk, 'token') or '', -1}
 end
 -- A plain acquire of lk (name) while its pool exists: a writer of the read-write lock takes its turn

@@ -103,12 +103,22 @@ local function restore(lk, sid, token, expires)
   redis.call('HSET', lk, 'session', sid, 'token', token, 'expires', expires)
   redis.call('PERSIST', lk)
 end
+-- The lease hash of name: lease_prefix .. name .. '}'. In a cluster (cluster: true) a hold's hash
+-- (name 'pool~...') is tagged by its pool's name instead, lease_prefix .. pool .. '}~...', so that
+-- it lies in its pool's slot and the pool rule runs in one script (one node keeps the plain layout).
+local function lease_key(lease_prefix, name, cluster)
+  if cluster then
+    local at = string.find(name, '~', 1, true)
+    if at then return lease_prefix .. string.sub(name, 1, at - 1) .. '}' .. string.sub(name, at) end
+  end
+  return lease_prefix .. name .. '}'
+end
 -- {name, token} of the leases in set whose hash still names sid (or, lost, whose holder record
--- does: restored), and how many others left the set.
-local function held_leases(set, sid, lease_prefix, expires)
+-- does: restored), and how many others left the set. cluster: as in lease_key.
+local function held_leases(set, sid, lease_prefix, expires, cluster)
   local held, pruned = {}, 0
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
-    local lk = lease_prefix .. name .. '}'
+    local lk = lease_key(lease_prefix, name, cluster)
     local h = redis.call('HMGET', lk, 'session', 'token')
     local rsid, rtok
     if not h[1] and not h[2] then rsid, rtok = recorded_holder(redis.call('GET', lk .. ':holder')) end
@@ -362,13 +372,33 @@ end
 -- Release every lease in set that still names sid, handing each off.
 local function release_all(set, sid, lease_prefix, holders)
   for _, name in ipairs(redis.call('SMEMBERS', set)) do
-    local lk = lease_prefix .. name .. '}'
+    local lk = lease_key(lease_prefix, name, holders.mode == 'cluster')
     local h = redis.call('HMGET', lk, 'session', 'token', 'queued')
     if h[1] == sid then
       if string.find(name, '~', 1, true) then end_hold(lk, name, lease_prefix, holders, sid)
       else hand_off(lk, lk .. ':queue', name, holders, h[2], h[3], true, sid) end
     end
   end
+end
+-- Where the session of an acquire is found alive in this slot (holder: its session key, or its
+-- shadow here; see the acquire script): the ms it has left (own) and how long its lease set lives
+-- (keep); or nil and the reply: 'expired' (gone), 'stale' (mode 'cluster': a renewal already closed
+-- the registration the call carries) or 'moved' (the pulse the client renews for this slot's node is
+-- unreadable here: its slot table is behind a resharding, it refreshes it and tries again).
+local function session_here(holders, holder, registration, home_remaining, pulse, margin)
+  if holders.mode == 'node' then
+    local own = redis.call('PTTL', holder)
+    if own == -2 then return nil, 'expired' end
+    return own, own
+  end
+  local seq = tonumber(registration)
+  local st = redis.call('HMGET', holder, 'gen', 'closed')
+  if st[2] and tonumber(st[2]) >= seq then return nil, 'stale' end
+  local own = tonumber(home_remaining)
+  if not rely_on(holder, pulse, own) then return nil, 'moved' end
+  if not st[1] or tonumber(st[1]) < seq then redis.call('HSET', holder, 'gen', seq) end
+  -- The shadow outlives the home by the margin: the fallback where its pulse cannot be read.
+  return own, extend(holder, own + tonumber(margin))
 end
 -- Grant lease lk to sid (whose session has own ms left, its set keep ms) unless a live session holds
 -- it or it is reserved for another live waiter; a refused sid joins the queue q. Answers as the reply

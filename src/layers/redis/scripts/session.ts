@@ -37,7 +37,7 @@ for _, g in ipairs(names) do
   if view then groups[#groups + 1] = {g, view} else redis.call('SREM', homeGroups, g) end
 end
 if version == known then return {'live', rem, version, groups} end
-local leases, pruned = held_leases(homeLeases, sessionId, leasePrefix, now + rem)
+local leases, pruned = held_leases(homeLeases, sessionId, leasePrefix, now + rem, false)
 if pruned > 0 then version = tostring(redis.call('INCR', home)) end
 return {'live', rem, version, groups, leases}
 `)
