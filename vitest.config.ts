@@ -17,6 +17,8 @@ export default defineConfig({
   resolve: { alias: simbaAliases },
   test: {
     include: ["test/**/*.test.ts"],
+    // Routines of a schema version in the making are installed afresh (see the file).
+    globalSetup: ["test/support/freshSchemas.ts"],
     testTimeout: 20_000,
     hookTimeout: 60_000,
     pool: "forks",
