@@ -47,7 +47,7 @@ const withPrefix = <A, E>(test: (prefix: string) => Effect.Effect<A, E, SqlClien
       [`${prefix}v`]
     )
     for (const { signature } of functions) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature}`)
-    yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}boot, ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`)
+    yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}pool_waiter, ${prefix}pool, ${prefix}boot, ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`)
   })
   return test(prefix).pipe(Effect.ensuring(Effect.orDie(dropAll)), Effect.provide(raw))
 }

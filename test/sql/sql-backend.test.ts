@@ -58,7 +58,7 @@ const dialects = [
     dropTables: (prefix: string) =>
       Effect.asVoid(
         Effect.flatMap(SqlClient, (sql) =>
-          sql.unsafe(`DROP TABLE IF EXISTS ${prefix}boot, ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`))
+          sql.unsafe(`DROP TABLE IF EXISTS ${prefix}pool_waiter, ${prefix}pool, ${prefix}boot, ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`))
       ),
     /** What a database of an earlier schema version lacks besides this version's routines. */
     dropNewTables: (prefix: string) =>

@@ -6,5 +6,5 @@ import { clientTiming, mysqlUrl, ttl } from "./SqlServers.js"
 
 const layer = MysqlBackend.layer({ url: mysqlUrl, tablePrefix: "simba_t_my_" })
 
-LeaseBackendSpec("mysql", layer, { virtualTime: false, ttl, hints: false, client: clientTiming })
+LeaseBackendSpec("mysql", layer, { virtualTime: false, ttl, hints: false, holds: true, client: clientTiming })
 FencingSpec("mysql", layer, { virtualTime: false, ttl, client: clientTiming })

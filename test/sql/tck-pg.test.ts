@@ -6,5 +6,5 @@ import { clientTiming, pgUrl, ttl } from "./SqlServers.js"
 
 const layer = PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pg_" })
 
-LeaseBackendSpec("postgres", layer, { virtualTime: false, ttl, hints: true, handOffGrants: true, client: clientTiming })
+LeaseBackendSpec("postgres", layer, { virtualTime: false, ttl, hints: true, handOffGrants: true, holds: true, client: clientTiming })
 FencingSpec("postgres", layer, { virtualTime: false, ttl, client: clientTiming })

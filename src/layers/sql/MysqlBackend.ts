@@ -72,7 +72,7 @@ const makeOn = (
     const prefix = yield* prefixOf(backend, options)
     const pollInterval = yield* pollIntervalOf(backend, options)
     const waiting = yield* Waiting.make()
-    return yield* SqlBackend.make(sql, { backend, prefix, hints: undefined, waiting, pollInterval, lanes })
+    return yield* SqlBackend.make(sql, { backend, prefix, hints: undefined, waiting, pollInterval, lanes, holds: true })
   })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(

@@ -147,7 +147,7 @@ const makeOn = (
       : fromUrl(typeof options.listenUrl === "string" ? Redacted.make(options.listenUrl) : options.listenUrl)
     const waiting = yield* Waiting.make()
     const hints = listen === undefined ? Stream.empty : yield* hintsOn(listen, prefix, waiting)
-    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting, lockDelay, lanes })
+    return yield* SqlBackend.make(sql, { backend, prefix, hints, waiting, lockDelay, lanes, holds: true })
   })
 
 const sqlClientTag = loadDriver(backend, "@effect/sql", install, () => import("@effect/sql/SqlClient")).pipe(

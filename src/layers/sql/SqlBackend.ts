@@ -485,10 +485,14 @@ export const make = (
       const poll = Effect.gen(function*() {
         const names = yield* waiting.current
         if (names.length === 0) return
-        const free = yield* sql.unsafe<{ name: string }>(Migrations.mysqlFreeNames(prefix, names.length), names)
-        for (const { name } of free) {
+        const free = yield* sql.unsafe<{ name: string; to: string | null }>(
+          Migrations.mysqlFreeNames(prefix, names.length),
+          Migrations.mysqlFreeParams(names)
+        )
+        for (const { name, to } of free) {
           yield* waiting.forget(name)
-          localHints.emit(Hint.Released({ name }))
+          // A pool's queue: only its first waiter (`to`) would be granted.
+          localHints.emit(Hint.Released({ name, to: to ?? undefined }))
         }
       })
       yield* poll.pipe(
@@ -537,11 +541,13 @@ export const make = (
           reply.status === "released" && localHints !== undefined
             ? Effect.sync(() => localHints.emit(Hint.Released({ name })))
             : Effect.void),
-      // PostgreSQL queues refused sessions (`<prefix>waiter`); MySQL keeps no queue (no-op default).
+      // PostgreSQL queues refused sessions (`<prefix>waiter`, and a pool's queue, which its routine
+      // then serves); MySQL queues only a pool's waiters (`<prefix>pool_waiter`), served by their poll.
       withdraw: sql.onDialectOrElse({
         pg: () => (sessionId: string, name: string) =>
-          Effect.asVoid(execute(`DELETE FROM ${prefix}waiter WHERE name = $1 AND session_id = $2`, [name, sessionId])),
-        orElse: () => undefined
+          Effect.asVoid(run(`SELECT ${schema.routine("withdraw")}($1, $2) AS r`, [sessionId, name], 0)),
+        orElse: () => (sessionId: string, name: string) =>
+          Effect.asVoid(execute(`DELETE FROM ${prefix}pool_waiter WHERE name = ? AND session_id = ?`, [name, sessionId]))
       }),
       join,
       leave: (sessionId, group) => Effect.asVoid(call("leave", [sessionId, group])),

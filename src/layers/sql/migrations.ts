@@ -1,12 +1,14 @@
 /**
  * The schema of the SQL backends, per dialect: the tables (`<prefix>session`, `lease`, `member`, and
- * `waiter` and the unlogged `boot` on PostgreSQL) and one routine per SPI operation (`<prefix>v5_*` PL/pgSQL functions,
- * `<prefix>v3_*` MySQL procedures), so every operation is one round trip with every decision about
+ * `waiter`, the unlogged `boot`, and `pool` and `pool_waiter` (semaphores and read-write locks, `pgPools.ts`)
+ * on PostgreSQL) and one routine per SPI operation (`<prefix>v6_*` PL/pgSQL functions,
+ * `<prefix>v4_*` MySQL procedures), so every operation is one round trip with every decision about
  * time taken by the database inside it. Lease rows are never deleted, so tokens only rise; routines
  * lock lease rows, then session rows in id order, then read the clock. The version in the routines'
  * names lets two versions run side by side during a rolling upgrade. Details: docs/design.md,
  * "PostgreSQL and MySQL/MariaDB".
  */
+import * as PgPools from "./pgPools.js"
 
 /** What the migration creates for a table prefix. */
 export interface Schema {
@@ -31,23 +33,53 @@ export const channel = (prefix: string): string => `${prefix}hints`
 export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
 
 /** The schema versions the routines carry in their names. */
-export const postgresVersion = 5
-export const mysqlVersion = 3
+export const postgresVersion = 6
+export const mysqlVersion = 4
 
 /**
- * MySQL/MariaDB: which of `count` names are free now (no holder, or a holder whose session is gone or
- * expired), for the poll that stands in for push hints.
+ * MySQL/MariaDB: which of `count` names may be taken now, for the poll that stands in for push hints
+ * (its parameters: the names, twice, `mysqlFreeParams`). A name outside any live pool queue when it
+ * is free (no holder, or a holder whose session is gone or expired), `to` NULL; a name waited for in
+ * a pool's queue (a hold's, or a writer's plain name) when its waiter is the first live one of the
+ * queue and fits the pool now, `to` that waiter's session: only it would be granted (see `mysql`).
  */
-export const mysqlFreeNames = (prefix: string, count: number): string =>
-  `SELECT l.name AS name FROM ${prefix}lease l LEFT JOIN ${prefix}session s ON s.id = l.session_id
-WHERE l.name IN (${Array.from({ length: count }, () => "?").join(", ")})
-AND (s.id IS NULL OR s.expires_at <= UTC_TIMESTAMP(6))`
+export const mysqlFreeNames = (prefix: string, count: number): string => {
+  const list = Array.from({ length: count }, () => "?").join(", ")
+  const now = "UTC_TIMESTAMP(6)"
+  const lease = `${prefix}lease`
+  const session = `${prefix}session`
+  const waiter = `${prefix}pool_waiter`
+  const holdsOf = (alias: string, pool: string) =>
+    `FROM ${lease} ${alias} JOIN ${session} ${alias}s ON ${alias}s.id = ${alias}.session_id
+    WHERE ${alias}.name > CONCAT(${pool}, '~') AND ${alias}.name < CONCAT(${pool}, '~~') AND ${alias}s.expires_at > ${now}`
+  return `SELECT l.name AS name, NULL AS \`to\` FROM ${lease} l LEFT JOIN ${session} s ON s.id = l.session_id
+WHERE l.name IN (${list})
+AND (s.id IS NULL OR s.expires_at <= ${now})
+AND NOT EXISTS (SELECT 1 FROM ${waiter} w JOIN ${session} ws ON ws.id = w.session_id WHERE w.pool = l.name AND ws.expires_at > ${now})
+UNION ALL
+SELECT q.name AS name, q.session_id AS \`to\` FROM ${waiter} q
+JOIN ${session} s ON s.id = q.session_id JOIN ${prefix}pool p ON p.name = q.pool
+WHERE q.name IN (${list}) AND s.expires_at > ${now}
+AND NOT EXISTS (SELECT 1 FROM ${waiter} e JOIN ${session} es ON es.id = e.session_id
+  WHERE e.pool = q.pool AND e.id < q.id AND es.expires_at > ${now})
+AND (q.mode = 'p' OR NOT EXISTS (SELECT 1 FROM ${lease} x JOIN ${session} xs ON xs.id = x.session_id
+  WHERE x.name = q.pool AND x.session_id <> q.session_id AND xs.expires_at > ${now}))
+AND (q.mode <> 'w' OR NOT EXISTS (SELECT 1 ${holdsOf("h", "q.pool")}))
+AND (q.mode <> 'p' OR q.weight + (SELECT COALESCE(SUM(${mysqlHoldWeight("u.name")}), 0) ${holdsOf("u", "q.pool")}) <= p.lim)`
+}
+
+/** The parameters of `mysqlFreeNames`: the names, once per part of its union. */
+export const mysqlFreeParams = (names: ReadonlyArray<string>): ReadonlyArray<string> => [...names, ...names]
+
+/** MySQL: the permits a hold name (`pool~p~weight~limit~id`) stands for; a read hold's is 1. */
+const mysqlHoldWeight = (column: string): string =>
+  `IF(SUBSTRING_INDEX(SUBSTRING_INDEX(${column}, '~', 2), '~', -1) = 'p', CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(${column}, '~', 3), '~', -1) AS UNSIGNED), 1)`
 
 /** PostgreSQL's default `lockDelay`, also the one the routines of older schema versions pass on (`postgresUpgrades`). */
 export const defaultLockDelayMs = 15_000
 
 /** The schema versions on PostgreSQL whose routines `postgresUpgrades` turns into calls of this version's. */
-export const olderPostgresVersions = [1, 2, 3, 4] as const
+export const olderPostgresVersions = [1, 2, 3, 4, 5] as const
 
 /**
  * PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value.
@@ -67,6 +99,7 @@ export const postgres = (prefix: string): Schema => {
   const member = `${prefix}member`
   const waiter = `${prefix}waiter`
   const boot = `${prefix}boot`
+  const pool = `${prefix}pool`
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
   const notify = (payload: string) => `PERFORM pg_notify('${channel(prefix)}', ${payload});`
   const ms = (millis: string) => `${millis} * interval '1 millisecond'`
@@ -83,6 +116,18 @@ export const postgres = (prefix: string): Schema => {
     v_found := FOUND;
     SELECT resume_at, lost_at INTO v_resume, v_lost FROM ${boot} WHERE id = 1;
   END IF;`
+  const pools: PgPools.PgPoolSchema = {
+    session,
+    lease,
+    waiter,
+    boot,
+    pool,
+    poolWaiter: `${prefix}pool_waiter`,
+    fn,
+    notify,
+    floored,
+    noFlush
+  }
   return {
     routine: fn,
     marker: fn("members"),
@@ -131,6 +176,7 @@ BEGIN
     INSERT INTO ${boot} (id, resume_at, lost_at) VALUES (1, clock_timestamp(), NULL);
   END IF;
 END $d$`,
+      ...PgPools.poolTables(pools),
       `CREATE OR REPLACE FUNCTION ${fn("open")}(p_sid varchar, p_ttl bigint) RETURNS json LANGUAGE plpgsql AS $f$
 BEGIN
   ${noFlush}
@@ -177,13 +223,23 @@ BEGIN
     )
   );
 END $f$`,
+      // Its holds end (their rows go) and the pools it held or waited in are served once it is gone:
+      // their counter rows are locked first (a pool's lock), then its leases.
       `CREATE OR REPLACE FUNCTION ${fn("close")}(p_sid varchar) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_name varchar;
+  v_pools varchar[];
 BEGIN
   ${noFlush}
+  v_pools := ARRAY(
+    SELECT h.pool FROM ${lease} h WHERE h.session_id = p_sid AND h.pool IS NOT NULL
+    UNION SELECT w.pool FROM ${pools.poolWaiter} w WHERE w.session_id = p_sid
+    UNION SELECT l.name FROM ${lease} l JOIN ${pool} p ON p.name = l.name WHERE l.session_id = p_sid
+    ORDER BY 1);
+  PERFORM 1 FROM ${lease} WHERE name = ANY (v_pools) ORDER BY name FOR UPDATE;
   PERFORM 1 FROM ${lease} WHERE session_id = p_sid ORDER BY name FOR UPDATE;
   DELETE FROM ${session} WHERE id = p_sid;
+  DELETE FROM ${lease} WHERE session_id = p_sid AND pool IS NOT NULL;
   FOR v_name IN UPDATE ${lease} SET session_id = NULL WHERE session_id = p_sid RETURNING name LOOP
     ${notify("'r:' || v_name")}
   END LOOP;
@@ -191,6 +247,10 @@ BEGIN
     ${notify("'g:' || v_name")}
   END LOOP;
   DELETE FROM ${waiter} WHERE session_id = p_sid;
+  DELETE FROM ${pools.poolWaiter} WHERE session_id = p_sid;
+  FOREACH v_name IN ARRAY v_pools LOOP
+    PERFORM ${fn("pool_serve")}(v_name);
+  END LOOP;
   RETURN json_build_object('status', 'ok');
 END $f$`,
       // During a lock-delay nothing is granted: the answer is "held" with the delay's time left. A
@@ -199,6 +259,8 @@ END $f$`,
       // holder is gone); its token is simply spent. A free lease is granted by the version bump (which
       // is the requester's row lock) and the lease update. A new grant reserves p_block tokens: its
       // token is the block's last ('reserved' says how many), so every later grant is above the block.
+      // A hold name, or a name whose pool lives (checked under the lease row lock), takes the pool
+      // rule (pool_acquire, pgPools.ts).
       `CREATE OR REPLACE FUNCTION ${fn("acquire")}(p_sid varchar, p_name varchar, p_delay bigint, p_block bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_now timestamptz;
@@ -211,6 +273,7 @@ DECLARE
   v_resume timestamptz;
   v_lost timestamptz;
   v_found boolean := false;
+  v_reply json;
 BEGIN
   ${noFlush}
   ${readBoot}
@@ -224,6 +287,9 @@ BEGIN
     RETURN json_build_object('lost', v_found, 'status', 'held', 'token', CASE WHEN v_token > 0 THEN v_token::text END,
       'remaining', ceil(extract(epoch FROM v_resume - v_now) * 1000));
   END IF;
+  IF strpos(p_name, '~') > 0 THEN
+    RETURN ${fn("pool_acquire")}(p_sid, p_name, p_block, v_found);
+  END IF;
   v_now := clock_timestamp();
   INSERT INTO ${lease} (name, session_id, token, acquired_at, cached)
     VALUES (p_name, p_sid, ${floored("1", "v_now")} + p_block - 1, v_now, p_block > 1)
@@ -236,6 +302,14 @@ BEGIN
     RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text, 'reserved', p_block);
   END IF;
   SELECT session_id, token, acquired_at, cached INTO v_holder, v_token, v_acquired, v_cached FROM ${lease} WHERE name = p_name FOR UPDATE;
+  IF EXISTS (SELECT 1 FROM ${pool} WHERE name = p_name) THEN
+    v_reply := ${fn("pool_acquire")}(p_sid, p_name, p_block, v_found);
+    IF v_reply IS NOT NULL THEN
+      RETURN v_reply;
+    END IF;
+    -- The pool was empty (and is gone): the plain rule, on the row as serving it left it.
+    SELECT session_id, token, acquired_at, cached INTO v_holder, v_token, v_acquired, v_cached FROM ${lease} WHERE name = p_name;
+  END IF;
   IF v_holder IS NULL THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid RETURNING expires_at INTO v_own;
   ELSIF v_holder = p_sid THEN
@@ -279,7 +353,7 @@ END $f$`,
       // A release hands the lease to the first waiter still alive, in the same transaction (the next
       // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with nobody
       // waiting, or during a lock-delay, it notifies `r:<name>`. Session rows are locked in id order,
-      // as in acquire.
+      // as in acquire. A hold's release, and a writer's while its pool lives, serve the pool instead.
       `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint, p_delay bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_next varchar;
@@ -290,6 +364,9 @@ DECLARE
   v_lost timestamptz;
   v_found boolean := false;
 BEGIN
+  IF strpos(p_name, '~') > 0 THEN
+    RETURN ${fn("pool_release")}(p_sid, p_name, p_token);
+  END IF;
   ${noFlush}
   -- With a queue, the lease row is locked and written once, to its next holder. The peek takes no
   -- lock: a waiter queued after it is found by the loop (it queues under the lease row lock).
@@ -301,6 +378,13 @@ BEGIN
   END IF;
   IF NOT FOUND THEN
     RETURN json_build_object('status', 'ok');
+  END IF;
+  IF EXISTS (SELECT 1 FROM ${pool} WHERE name = p_name) THEN
+    UPDATE ${lease} SET session_id = NULL WHERE name = p_name;
+    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+    PERFORM ${fn("pool_serve")}(p_name);
+    ${notify("'r:' || p_name")}
+    RETURN json_build_object('status', 'released');
   END IF;
   ${readBoot}
   WHILE v_resume <= clock_timestamp() LOOP
@@ -356,6 +440,7 @@ BEGIN
     WHERE m.group_name = p_group AND s.expires_at > clock_timestamp()
   ));
 END $f$`,
+      ...PgPools.poolRoutines(pools),
       // Last: an older client that finds its routines (its marker) skips its own migration.
       ...olderPostgresVersions.flatMap((version) => postgresUpgrades(prefix, version))
     ]
@@ -369,20 +454,23 @@ END $f$`,
  * lock-delay, tokens floored by the clock, no waiting for a flush), and its own migration finds its
  * marker and installs nothing. Versions 1 to 3 have these signatures and the lock-delay
  * `defaultLockDelayMs`; version 4's acquire and release take the lock-delay as their last parameter,
- * and its acquire reserves no block (one token).
+ * and its acquire reserves no block (one token); version 5's have this version's signatures.
  */
 export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray<string> => {
   const older = (operation: string) => routine(prefix, version, operation)
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
   const delay = version >= 4 ? "p_delay" : String(defaultLockDelayMs)
   const delayParam = version >= 4 ? ", p_delay bigint" : ""
+  // Version 5's acquire reserves a block of tokens, as this version's.
+  const blockParam = version >= 5 ? ", p_block bigint" : ""
+  const block = version >= 5 ? "p_block" : "1"
   const wrapper = (operation: string, params: string, call: string) =>
     `CREATE OR REPLACE FUNCTION ${older(operation)}(${params}) RETURNS json LANGUAGE sql AS $f$ SELECT ${fn(operation)}(${call}) $f$`
   return [
     wrapper("open", "p_sid varchar, p_ttl bigint", "p_sid, p_ttl"),
     wrapper("keep_alive", "p_sid varchar, p_ttl bigint, p_known bigint", "p_sid, p_ttl, p_known"),
     wrapper("close", "p_sid varchar", "p_sid"),
-    wrapper("acquire", `p_sid varchar, p_name varchar${delayParam}`, `p_sid, p_name, ${delay}, 1`),
+    wrapper("acquire", `p_sid varchar, p_name varchar${delayParam}${blockParam}`, `p_sid, p_name, ${delay}, ${block}`),
     wrapper("release", `p_sid varchar, p_name varchar, p_token bigint${delayParam}`, `p_sid, p_name, p_token, ${delay}`),
     wrapper("join", "p_sid varchar, p_group varchar", "p_sid, p_group"),
     wrapper("leave", "p_sid varchar, p_group varchar", "p_sid, p_group"),
@@ -395,14 +483,33 @@ export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray
  * character), then one procedure per operation. Each procedure runs its own READ COMMITTED
  * transaction (so it must not be called inside one), rolls back and re-raises on any error, and ends
  * with one `SELECT` of its reply (lists as JSON text). Times are `DATETIME(6)` in UTC.
+ *
+ * Holds (since version 4; docs/design.md, "Semaphores and read-write locks"): a hold is a lease row
+ * named by its hold name (`pool~r~id`, `pool~p~weight~limit~id`; `lease.name` widened to 187), deleted
+ * when it ends, its token taken from the pool's own lease row (the plain lease `pool`, the pool's lock:
+ * every call that decides for a pool locks it first). `<prefix>pool` keeps a live pool's kind and
+ * limit, `<prefix>pool_waiter` its FIFO queue (an auto-increment id is the arrival order). Grants are
+ * made by the waiter's own acquire only, when it is the first live waiter and fits; the poll
+ * (`mysqlFreeNames`) tells it when that is so. Holds and waiters of gone sessions, and a pool left
+ * with neither, are dropped by the next acquire of the pool (the poll already skips them).
+ * Version 3's procedures keep working beside these on the same tables (they never see hold names).
  */
 export const mysql = (prefix: string): Schema => {
   const session = `${prefix}session`
   const lease = `${prefix}lease`
   const member = `${prefix}member`
+  const pool = `${prefix}pool`
+  const waiter = `${prefix}pool_waiter`
   const fn = (operation: string) => routine(prefix, mysqlVersion, operation)
   const id = "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin"
   const name = "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin"
+  // A lease name or a hold name (a pool name of 128 and at most 59 more).
+  const leaseName = "VARCHAR(187) CHARACTER SET ascii COLLATE ascii_bin"
+  // The hold rows of a pool (`v_pool`): hold names sort between `pool~` and `pool~~` (`~` is above
+  // every character of the rest), a range of the primary key.
+  const holdRange = (alias: string) => `${alias}.name > CONCAT(v_pool, '~') AND ${alias}.name < CONCAT(v_pool, '~~')`
+  const describe = (kind: string, limit: string) =>
+    `IF(${kind} = 's', CONCAT('semaphore of ', ${limit}, ' permits'), 'read-write lock')`
   const begin = `DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;`
@@ -417,11 +524,32 @@ export const mysql = (prefix: string): Schema => {
   KEY ${session}_expires (expires_at)
 ) ENGINE=InnoDB`,
       `CREATE TABLE IF NOT EXISTS ${lease} (
-  name ${name} NOT NULL PRIMARY KEY,
+  name ${leaseName} NOT NULL PRIMARY KEY,
   session_id ${id} NULL,
   token BIGINT NOT NULL DEFAULT 0,
   acquired_at DATETIME(6) NULL,
   KEY ${lease}_session (session_id)
+) ENGINE=InnoDB`,
+      // Since version 4: hold names fit (an in-place change: the length stays within one byte).
+      `ALTER TABLE ${lease} MODIFY name ${leaseName} NOT NULL`,
+      // A live pool: kind 's' (semaphore of lim permits) or 'r' (read-write lock, lim 0).
+      `CREATE TABLE IF NOT EXISTS ${pool} (
+  name ${name} NOT NULL PRIMARY KEY,
+  kind CHAR(1) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  lim INT NOT NULL
+) ENGINE=InnoDB`,
+      // A pool's queue: what each waiter asked (mode 'p' permits of weight, 'r' a read hold, 'w' the
+      // write lock, its name the pool's), in arrival order (id).
+      `CREATE TABLE IF NOT EXISTS ${waiter} (
+  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  pool ${name} NOT NULL,
+  name ${leaseName} NOT NULL,
+  session_id ${id} NOT NULL,
+  mode CHAR(1) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  weight INT NOT NULL,
+  UNIQUE KEY ${waiter}_name (name, session_id),
+  KEY ${waiter}_pool (pool, id),
+  KEY ${waiter}_session (session_id)
 ) ENGINE=InnoDB`,
       `CREATE TABLE IF NOT EXISTS ${member} (
   group_name ${name} NOT NULL,
@@ -432,10 +560,14 @@ export const mysql = (prefix: string): Schema => {
       `CREATE PROCEDURE ${fn("open")}(IN p_sid ${id}, IN p_ttl BIGINT)
 BEGIN
   ${begin}
-  -- Sweep a few expired sessions (clients that died without closing); their leases are free already.
+  -- Sweep a few expired sessions (clients that died without closing); their leases are free already
+  -- (their holds are dropped by the next acquire of their pool).
   DELETE m FROM ${member} m JOIN (
     SELECT id FROM ${session} WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT 16
   ) dead ON m.session_id = dead.id;
+  DELETE w FROM ${waiter} w JOIN (
+    SELECT id FROM ${session} WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT 16
+  ) dead ON w.session_id = dead.id;
   DELETE FROM ${session} WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT 16;
   INSERT INTO ${session} (id, expires_at) VALUES (p_sid, UTC_TIMESTAMP(6) + INTERVAL p_ttl * 1000 MICROSECOND);
   COMMIT;
@@ -474,15 +606,19 @@ END`,
 BEGIN
   ${begin}
   -- Leases before the session row (the lock order of every procedure). A grant committed between
-  -- the two leaves its lease naming a deleted session, which is free (its holder is gone).
+  -- the two leaves its lease naming a deleted session, which is free (its holder is gone). Its holds
+  -- end (their rows go; the pool's waiters learn by their poll), and it waits no more.
+  DELETE FROM ${lease} WHERE session_id = p_sid AND LOCATE('~', name) > 0;
   UPDATE ${lease} SET session_id = NULL WHERE session_id = p_sid;
   DELETE FROM ${session} WHERE id = p_sid;
   DELETE FROM ${member} WHERE session_id = p_sid;
+  DELETE FROM ${waiter} WHERE session_id = p_sid;
   COMMIT;
   SELECT 'ok' AS status;
 END`,
-      // A new grant reserves p_block tokens (since version 3): its token is the block's last.
-      `CREATE PROCEDURE ${fn("acquire")}(IN p_sid ${id}, IN p_name ${name}, IN p_block BIGINT)
+      // A new grant reserves p_block tokens (since version 3): its token is the block's last. Since
+      // version 4 a hold name, or the plain name of a live pool (a writer), follows the pool rule.
+      `CREATE PROCEDURE ${fn("acquire")}(IN p_sid ${id}, IN p_name ${leaseName}, IN p_block BIGINT)
 BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_found INT DEFAULT 0;
@@ -490,53 +626,191 @@ BEGIN
   DECLARE v_token BIGINT DEFAULT 0;
   DECLARE v_own DATETIME(6) DEFAULT NULL;
   DECLARE v_held DATETIME(6) DEFAULT NULL;
+  DECLARE v_pool ${name};
+  DECLARE v_mode CHAR(1) CHARACTER SET ascii DEFAULT 'w';
+  DECLARE v_weight INT DEFAULT 1;
+  DECLARE v_lim INT DEFAULT 0;
+  DECLARE v_kind CHAR(1) CHARACTER SET ascii DEFAULT NULL;
+  DECLARE v_plim INT DEFAULT 0;
+  DECLARE v_locked INT DEFAULT 0;
+  DECLARE v_holds INT DEFAULT 0;
+  DECLARE v_used BIGINT DEFAULT 0;
+  DECLARE v_head BIGINT DEFAULT NULL;
+  DECLARE v_at BIGINT DEFAULT NULL;
+  DECLARE v_writer INT DEFAULT 0;
+  DECLARE v_fits INT DEFAULT 0;
+  DECLARE v_hfound INT DEFAULT 0;
+  DECLARE v_hholder ${id} DEFAULT NULL;
+  DECLARE v_htoken BIGINT DEFAULT 0;
+  DECLARE v_hheld DATETIME(6) DEFAULT NULL;
   ${begin}
-  SELECT 1, session_id, token INTO v_found, v_holder, v_token FROM ${lease} WHERE name = p_name FOR UPDATE;
-  IF v_found = 0 THEN
-    -- A name never acquired is granted by its first row (token 1); a requester whose session turned
-    -- out dead leaves a row naming it, a free lease (token 1 is spent). A concurrent first acquire of
-    -- the name makes this fail with a duplicate key (1062): retried.
-    INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, p_block, UTC_TIMESTAMP(6));
-    SET v_holder = p_sid, v_token = p_block;
-  END IF;
-  IF v_holder IS NULL OR v_holder = p_sid THEN
-    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
-  ELSEIF p_sid < v_holder THEN
-    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
-    SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
+  IF LOCATE('~', p_name) = 0 THEN
+    SET v_pool = p_name;
   ELSE
-    SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
-    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+    SET v_pool = SUBSTRING_INDEX(p_name, '~', 1);
+    SET v_mode = SUBSTRING_INDEX(SUBSTRING_INDEX(p_name, '~', 2), '~', -1);
+    IF v_mode = 'p' THEN
+      SET v_weight = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_name, '~', 3), '~', -1) AS UNSIGNED);
+      SET v_lim = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_name, '~', 4), '~', -1) AS UNSIGNED);
+    END IF;
   END IF;
-  SET v_now = UTC_TIMESTAMP(6);
-  IF v_own IS NULL OR v_own <= v_now THEN
-    COMMIT;
-    SELECT 'expired' AS status;
-  ELSEIF v_holder = p_sid THEN
+  -- The pool's own lease row first: the lock of the name, and of its pool. A hold's pool gets one
+  -- (token 0, nobody holding) if the name was never used; a concurrent first insert fails with 1062: retried.
+  SELECT 1, session_id, token INTO v_found, v_holder, v_token FROM ${lease} WHERE name = v_pool FOR UPDATE;
+  IF v_found = 0 AND v_mode <> 'w' THEN
+    INSERT INTO ${lease} (name, session_id, token) VALUES (v_pool, NULL, 0);
+    SET v_found = 1;
+  END IF;
+  SELECT kind, lim INTO v_kind, v_plim FROM ${pool} WHERE name = v_pool FOR UPDATE;
+  IF v_mode = 'w' AND v_kind IS NULL THEN
+    -- A plain lease with no pool: version 3's rule.
     IF v_found = 0 THEN
+      -- A name never acquired is granted by its first row (token 1); a requester whose session turned
+      -- out dead leaves a row naming it, a free lease (token 1 is spent). A concurrent first acquire of
+      -- the name makes this fail with a duplicate key (1062): retried.
+      INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, p_block, UTC_TIMESTAMP(6));
+      SET v_holder = p_sid, v_token = p_block;
+    END IF;
+    IF v_holder IS NULL OR v_holder = p_sid THEN
+      SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+    ELSEIF p_sid < v_holder THEN
+      SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+      SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
+    ELSE
+      SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
+      SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+    END IF;
+    SET v_now = UTC_TIMESTAMP(6);
+    IF v_own IS NULL OR v_own <= v_now THEN
+      COMMIT;
+      SELECT 'expired' AS status;
+    ELSEIF v_holder = p_sid THEN
+      IF v_found = 0 THEN
+        UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+        COMMIT;
+        SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token, p_block AS reserved;
+      ELSE
+        COMMIT;
+        SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
+      END IF;
+    ELSEIF v_held > v_now THEN
+      COMMIT;
+      SELECT 'held' AS status, CAST(v_token AS CHAR) AS token, TIMESTAMPDIFF(MICROSECOND, v_now, v_held) DIV 1000 AS remaining;
+    ELSE
+      -- The token first: MySQL evaluates SET left to right.
+      UPDATE ${lease} SET token = v_token + p_block, session_id = p_sid, acquired_at = v_now WHERE name = p_name;
       UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
       COMMIT;
-      SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token, p_block AS reserved;
-    ELSE
-      COMMIT;
-      SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
+      SELECT 'granted' AS status, CAST(v_token + p_block AS CHAR) AS token, p_block AS reserved;
     END IF;
-  ELSEIF v_held > v_now THEN
-    COMMIT;
-    SELECT 'held' AS status, CAST(v_token AS CHAR) AS token, TIMESTAMPDIFF(MICROSECOND, v_now, v_held) DIV 1000 AS remaining;
   ELSE
-    -- The token first: MySQL evaluates SET left to right.
-    UPDATE ${lease} SET token = v_token + p_block, session_id = p_sid, acquired_at = v_now WHERE name = p_name;
-    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
-    COMMIT;
-    SELECT 'granted' AS status, CAST(v_token + p_block AS CHAR) AS token, p_block AS reserved;
+    SELECT expires_at INTO v_own FROM ${session} WHERE id = p_sid FOR UPDATE;
+    -- The holders' sessions shared (after the requester's: a deadlock is retried), so dropping a hold
+    -- found expired is serialised with its renewal, as a takeover is.
+    IF v_holder IS NOT NULL AND v_holder <> p_sid THEN
+      SELECT expires_at INTO v_held FROM ${session} WHERE id = v_holder LOCK IN SHARE MODE;
+    END IF;
+    SELECT COUNT(*) INTO v_locked FROM ${lease} h JOIN ${session} s ON s.id = h.session_id
+      WHERE ${holdRange("h")} LOCK IN SHARE MODE;
+    SET v_now = UTC_TIMESTAMP(6);
+    IF v_own IS NULL OR v_own <= v_now THEN
+      COMMIT;
+      SELECT 'expired' AS status;
+    ELSE
+      -- Holds of gone sessions, and gone waiters, are dropped; a pool left with neither goes.
+      DELETE h FROM ${lease} h LEFT JOIN ${session} s ON s.id = h.session_id
+        WHERE ${holdRange("h")} AND (s.id IS NULL OR s.expires_at <= v_now);
+      DELETE q FROM ${waiter} q LEFT JOIN ${session} s ON s.id = q.session_id
+        WHERE q.pool = v_pool AND (s.id IS NULL OR s.expires_at <= v_now);
+      SELECT COUNT(*), COALESCE(SUM(${mysqlHoldWeight("h.name")}), 0) INTO v_holds, v_used
+        FROM ${lease} h WHERE ${holdRange("h")};
+      SELECT MIN(id) INTO v_head FROM ${waiter} WHERE pool = v_pool;
+      SELECT id INTO v_at FROM ${waiter} WHERE name = p_name AND session_id = p_sid;
+      SET v_writer = IF(v_holder IS NOT NULL AND (v_holder = p_sid OR COALESCE(v_held > v_now, 0)), 1, 0);
+      IF v_kind IS NOT NULL AND v_holds = 0 AND v_head IS NULL THEN
+        DELETE FROM ${pool} WHERE name = v_pool;
+        SET v_kind = NULL;
+      END IF;
+      IF v_mode <> 'w' THEN
+        SELECT 1, session_id, token INTO v_hfound, v_hholder, v_htoken FROM ${lease} WHERE name = p_name;
+      END IF;
+      IF v_hfound = 1 AND v_hholder = p_sid THEN
+        -- Its own hold (a retried acquire).
+        COMMIT;
+        SELECT 'granted' AS status, CAST(v_htoken AS CHAR) AS token;
+      ELSEIF v_hfound = 1 THEN
+        -- The same hold asked from another session (its client's new one): never a second holder.
+        SELECT expires_at INTO v_hheld FROM ${session} WHERE id = v_hholder;
+        COMMIT;
+        SELECT 'held' AS status, CAST(v_htoken AS CHAR) AS token,
+          TIMESTAMPDIFF(MICROSECOND, v_now, v_hheld) DIV 1000 AS remaining;
+      ELSEIF v_mode = 'w' AND v_holder = p_sid THEN
+        COMMIT;
+        SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
+      ELSEIF v_mode = 'w' AND v_kind IS NULL THEN
+        -- The pool just went: the plain rule (v_holder, if any, is another session).
+        IF v_writer = 1 THEN
+          COMMIT;
+          SELECT 'held' AS status, CAST(v_token AS CHAR) AS token, TIMESTAMPDIFF(MICROSECOND, v_now, v_held) DIV 1000 AS remaining;
+        ELSE
+          UPDATE ${lease} SET token = v_token + p_block, session_id = p_sid, acquired_at = v_now WHERE name = p_name;
+          UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+          COMMIT;
+          SELECT 'granted' AS status, CAST(v_token + p_block AS CHAR) AS token, p_block AS reserved;
+        END IF;
+      ELSEIF v_mode = 'w' AND v_kind = 's' THEN
+        COMMIT;
+        SELECT 'conflict' AS status, ${describe("v_kind", "v_plim")} AS held, 'lock' AS asked;
+      ELSEIF v_kind IS NOT NULL AND (v_kind <> IF(v_mode = 'p', 's', 'r') OR v_plim <> v_lim) THEN
+        COMMIT;
+        SELECT 'conflict' AS status, ${describe("v_kind", "v_plim")} AS held,
+          ${describe("IF(v_mode = 'p', 's', 'r')", "v_lim")} AS asked;
+      ELSEIF v_kind IS NULL AND v_mode = 'p' AND v_writer = 1 THEN
+        COMMIT;
+        SELECT 'conflict' AS status, 'lock' AS held, ${describe("'s'", "v_lim")} AS asked;
+      ELSE
+        IF v_kind IS NULL THEN
+          INSERT INTO ${pool} (name, kind, lim) VALUES (v_pool, IF(v_mode = 'p', 's', 'r'), v_lim);
+        END IF;
+        SET v_fits = CASE v_mode
+          WHEN 'p' THEN v_used + v_weight <= v_lim
+          WHEN 'r' THEN v_writer = 0
+          ELSE v_holds = 0 AND v_writer = 0 END;
+        IF (v_head IS NULL OR v_head = v_at) AND v_fits THEN
+          -- Granted in arrival order: the pool's next token, no block (a cached write lock would pass the queue).
+          SET v_token = v_token + 1;
+          IF v_mode = 'w' THEN
+            UPDATE ${lease} SET token = v_token, session_id = p_sid, acquired_at = v_now WHERE name = v_pool;
+          ELSE
+            UPDATE ${lease} SET token = v_token WHERE name = v_pool;
+            INSERT INTO ${lease} (name, session_id, token, acquired_at) VALUES (p_name, p_sid, v_token, v_now);
+          END IF;
+          DELETE FROM ${waiter} WHERE name = p_name AND session_id = p_sid;
+          UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+          COMMIT;
+          SELECT 'granted' AS status, CAST(v_token AS CHAR) AS token;
+        ELSE
+          -- Queued once; the token told is the pool's last, below any later grant.
+          IF v_at IS NULL THEN
+            INSERT INTO ${waiter} (pool, name, session_id, mode, weight) VALUES (v_pool, p_name, p_sid, v_mode, v_weight);
+          END IF;
+          COMMIT;
+          SELECT 'held' AS status, CAST(v_token AS CHAR) AS token;
+        END IF;
+      END IF;
+    END IF;
   END IF;
 END`,
-      `CREATE PROCEDURE ${fn("release")}(IN p_sid ${id}, IN p_name ${name}, IN p_token BIGINT)
+      `CREATE PROCEDURE ${fn("release")}(IN p_sid ${id}, IN p_name ${leaseName}, IN p_token BIGINT)
 BEGIN
   DECLARE v_released INT DEFAULT 0;
   ${begin}
-  UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  IF LOCATE('~', p_name) > 0 THEN
+    -- A hold's row goes (its token lives on in the pool's row); the pool's next waiter learns by its poll.
+    DELETE FROM ${lease} WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  ELSE
+    UPDATE ${lease} SET session_id = NULL WHERE name = p_name AND session_id = p_sid AND token = p_token;
+  END IF;
   SET v_released = ROW_COUNT();
   IF v_released > 0 THEN
     UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
