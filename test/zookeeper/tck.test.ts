@@ -11,6 +11,7 @@ LeaseBackendSpec("zookeeper", layer, {
   ttl,
   granted,
   hints: true,
+  holds: true,
   // ZooKeeper's own session ids (64-bit, hex), not 128-bit random ones.
   randomSessionIds: false,
   client: clientTiming

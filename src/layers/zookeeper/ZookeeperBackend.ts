@@ -20,9 +20,11 @@ import type * as Scope from "effect/Scope"
 import type { SimbaConfigError } from "../../Errors.js"
 import * as LeaseBackend from "../../LeaseBackend.js"
 import { AcquireReply, BackendError, type GroupView, Hint, KeepAliveReply } from "../../LeaseBackend.js"
+import { isHoldName } from "../../LeaseName.js"
 import { closeHandle, type Driver, ephemeral, isSessionGone, loadZookeeper, persistent, Rc, type Stat } from "./driver.js"
 import { makeInspect } from "./inspect.js"
 import { resolve, type Settings, type ZookeeperOptions } from "./options.js"
+import { childPrefix, describe, entriesOf, onPoolChanged, removeChild, tryPool } from "./pools.js"
 import {
   answerQueued,
   drop,
@@ -82,6 +84,7 @@ export const make = (
     const events = {
       emit,
       released: onReleased(paths, emit),
+      poolChanged: onPoolChanged(paths, emit),
       ended: (session: Session) => {
         sessions.delete(session.id)
       }
@@ -96,6 +99,7 @@ export const make = (
     const operations = makeOperations(settings, paths, sessions, events, watcher)
     const service = LeaseBackend.make({
       backend,
+      holds: true,
       isSessionId: (sessionId) => sessionIdPattern.test(sessionId),
       hints: hub.hints,
       ...operations,
@@ -176,11 +180,11 @@ const makeWatcher = (
     }
   })
 
-/** Creates `{root}`, `{root}/leases` and `{root}/groups` where missing (in order, in one pipeline). */
+/** Creates `{root}`, `{root}/leases`, `{root}/groups` and `{root}/pools` where missing (in order, in one pipeline). */
 const ensureRoot = (session: Session, settings: Settings): Effect.Effect<void, BackendError> => {
   const segments = settings.root.slice(1).split("/")
   const nodes = segments.map((_, i) => `/${segments.slice(0, i + 1).join("/")}`)
-  nodes.push(settings.leasesPath, settings.groupsPath)
+  nodes.push(settings.leasesPath, settings.groupsPath, settings.poolsPath)
   return Effect.flatMap(
     pipeline(nodes.map((path) => (done) => session.handle.a_create(path, "", persistent, done))),
     (replies) => {
@@ -222,36 +226,99 @@ const settleLease = (session: Session, paths: Paths, name: string, wait: boolean
 /** What one try for a lease (create and read, one round trip) says. */
 type LeaseTry =
   | { readonly _tag: "Granted"; readonly token: bigint }
-  | { readonly _tag: "HeldBy"; readonly token: bigint }
+  | { readonly _tag: "HeldBy"; readonly token: bigint | undefined }
   /** Gone between the create and the read: free now. */
   | { readonly _tag: "Gone" }
   /** The node's `czxid` is beyond what the addon gives exactly (see `tokenOf`). */
   | { readonly _tag: "Refused"; readonly error: BackendError }
   | { readonly _tag: "Failed"; readonly reply: Reply<unknown> }
 
+/** What one acquire of a name says: a lease try, or a conflict with the name's pool. */
+type AcquireTry = LeaseTry | { readonly _tag: "Conflict"; readonly held: string; readonly asked: string }
+
 /**
- * Creates the ephemeral node of `name` and reads it, pipelined, in the session's window; `settled`
- * gets what they say. Returns what takes the try back while it is still queued.
+ * Creates the ephemeral node of `name` and reads it, then the children of the name's pool node (after
+ * the create: see `pools.ts`, "The plain lock"), pipelined, in the session's window; `settled` gets
+ * what they say, the pool's children and whether this create made the node.
  */
-const tryLease = (session: Session, paths: Paths, name: string, settled: (result: LeaseTry) => void): () => void =>
-  sendInWindow<unknown>(session, () => [
+const tryLease = (
+  session: Session,
+  paths: Paths,
+  name: string,
+  settled: (result: LeaseTry, children: unknown, created: boolean) => void
+): void =>
+  void sendInWindow<unknown>(session, () => [
     (done) =>
       session.handle.a_create(paths.lease(name), "", ephemeral, (rc, message, path) => {
         // Applied or not? Only a read can tell: the next renewal (or acquire) settles it.
         if (rc === Rc.connectionLoss || rc === Rc.operationTimeout) session.uncertain.add(name)
         done(rc, message, path)
       }),
-    settleLease(session, paths, name, true)
-  ], ([created, read]) => {
+    settleLease(session, paths, name, true),
+    (done) => session.handle.a_get_children(paths.pool(name), false, done)
+  ], ([created, read, pool]) => {
+    const fresh = created!.rc === Rc.ok
+    const children = pool!.rc === Rc.ok ? pool!.value : undefined
+    if (pool!.rc !== Rc.ok && pool!.rc !== Rc.noNode) return settled({ _tag: "Failed", reply: pool! }, undefined, fresh)
     if (read!.rc === Rc.ok && read!.value !== undefined && read!.value !== null) {
       const stat = read!.value as Stat
       const token = tokenOf("acquire", stat)
-      if (typeof token !== "bigint") return settled({ _tag: "Refused", error: token })
-      return settled(stat.ephemeralOwner === session.id ? { _tag: "Granted", token } : { _tag: "HeldBy", token })
+      if (typeof token !== "bigint") return settled({ _tag: "Refused", error: token }, children, fresh)
+      return settled(stat.ephemeralOwner === session.id ? { _tag: "Granted", token } : { _tag: "HeldBy", token }, children, fresh)
     }
-    if (read!.rc === Rc.noNode && (created!.rc === Rc.ok || created!.rc === Rc.nodeExists)) return settled({ _tag: "Gone" })
-    return settled({ _tag: "Failed", reply: created!.rc !== Rc.ok && created!.rc !== Rc.nodeExists ? created! : read! })
+    if (read!.rc === Rc.noNode && (created!.rc === Rc.ok || created!.rc === Rc.nodeExists)) return settled({ _tag: "Gone" }, children, fresh)
+    return settled(
+      { _tag: "Failed", reply: created!.rc !== Rc.ok && created!.rc !== Rc.nodeExists ? created! : read! },
+      children,
+      fresh
+    )
   })
+
+/**
+ * One acquire of the plain lease `name` (a lock, or the write lock of a read-write lock). Without a
+ * pool on the name, the lease try decides. With one (see `pools.ts`): a semaphore's answers
+ * `Conflict`; a read-write lock's makes the writer queue as a child of the pool (a node it just
+ * created is deleted first: a read hold may have been granted before it), and take the node at its
+ * turn. A writer already queued looks at the pool instead.
+ */
+const tryPlain = (session: Session, paths: Paths, name: string, settled: (result: AcquireTry) => void): void => {
+  const queued = (enter: boolean) =>
+    tryPool(session, paths, name, enter, (result) => {
+      if (result._tag === "Unqueued") return enter ? settled({ _tag: "HeldBy", token: undefined }) : fresh()
+      if (result._tag === "HeldBy") return settled({ _tag: "HeldBy", token: undefined })
+      settled(result)
+    })
+  const fresh = () =>
+    tryLease(session, paths, name, (result, children, created) => {
+      const entries = entriesOf(children)
+      const first = entries[0]
+      if (first === undefined || result._tag === "Refused" || result._tag === "Failed") return settled(result)
+      // A pool lives on the name.
+      const prefix = childPrefix(session, name)
+      const mine = entries.find((entry) => entry.child.startsWith(prefix))
+      if (result._tag === "Granted" && (!created || mine !== undefined)) return settled(result)
+      session.waiting.delete(name)
+      if (mine !== undefined) {
+        session.poolChildren.set(name, mine.child)
+        return queued(false)
+      }
+      const next = () =>
+        first.kind === "p" ? settled({ _tag: "Conflict", held: describe(first), asked: "lock" }) : queued(true)
+      if (result._tag !== "Granted") return next()
+      const token = result.token
+      session.deleting.add(name)
+      sendInWindow<undefined>(session, () => [(done) =>
+        session.handle.a_delete_(paths.lease(name), -1, (rc, message) => {
+          session.deleting.delete(name)
+          if (rc === Rc.ok || rc === Rc.noNode) drop(session, name, token)
+          done(rc, message, undefined)
+        })
+      ], ([deleted]) =>
+        deleted!.rc === Rc.ok || deleted!.rc === Rc.noNode ? next() : settled({ _tag: "Failed", reply: deleted! }))
+    })
+  if (session.poolChildren.has(name)) queued(false)
+  else fresh()
+}
 
 /**
  * The watched lease node of `name` was deleted. A session that waits for it tries for it at once, as
@@ -262,7 +329,7 @@ const tryLease = (session: Session, paths: Paths, name: string, settled: (result
  */
 const onReleased = (paths: Paths, emit: (hint: Hint) => void) => (session: Session, name: string): void => {
   if (!session.waiting.delete(name) || session.ended || !session.connected) return emit(Hint.Released({ name }))
-  tryLease(session, paths, name, (result) => {
+  tryPlain(session, paths, name, (result) => {
     if (result._tag === "Granted") emit(Hint.Granted({ name, to: session.id, token: result.token }))
     else if (result._tag !== "HeldBy") emit(Hint.Released({ name }))
   })
@@ -301,10 +368,22 @@ const makeOperations = (
   const expiredJoin = Effect.succeed<LeaseBackend.JoinReply>("Expired")
 
   const acquire = (sessionId: string, name: string) =>
-    onSession("acquire", sessionId, expiredAcquire, (session) =>
-      Effect.flatMap(
+    onSession("acquire", sessionId, expiredAcquire, (session) => {
+      const hold = isHoldName(name)
+      const held = hold ? session.leases.get(name) : undefined
+      if (held !== undefined) return Effect.succeed(AcquireReply.Granted({ token: held }))
+      return Effect.flatMap(
         // Not taken back when the caller gives up while it is queued (see "Operations").
-        Effect.async<LeaseTry>((resume) => void tryLease(session, paths, name, (result) => resume(Effect.succeed(result)))),
+        Effect.async<AcquireTry>((resume) => {
+          const settled = (result: AcquireTry) => resume(Effect.succeed(result))
+          if (!hold) return tryPlain(session, paths, name, settled)
+          tryPool(session, paths, name, true, (result) => {
+            if (result._tag === "HeldBy") return settled({ _tag: "HeldBy", token: undefined })
+            // Its child vanished as it was made: the candidate asks again.
+            if (result._tag === "Unqueued") return settled({ _tag: "Gone" })
+            settled(result)
+          })
+        }),
         (result): Effect.Effect<LeaseBackend.AcquireReply, BackendError> => {
           switch (result._tag) {
             case "Granted":
@@ -315,16 +394,42 @@ const makeOperations = (
               // Gone between the create and the read (released, or deleted by someone else): free now.
               events.emit(Hint.Released({ name }))
               return Effect.succeed(AcquireReply.HeldBy({ token: undefined, remaining: undefined }))
+            case "Conflict":
+              return Effect.succeed(AcquireReply.Conflict({ held: result.held, asked: result.asked }))
             case "Refused":
               return Effect.fail(result.error)
             case "Failed":
               return failed(session, "acquire", result.reply, expiredAcquire)
           }
         }
-      ))
+      )
+    })
 
-  // Local only: the session no longer answers a release of `name` with an acquire of its own.
-  const withdraw = (sessionId: string, name: string) => Effect.sync(() => void sessions.get(sessionId)?.waiting.delete(name))
+  // The session no longer answers a release of `name` with an acquire of its own, and its child in
+  // the name's pool queue, if it waits there, goes (nobody waits behind it).
+  const withdraw = (sessionId: string, name: string) =>
+    Effect.suspend((): Effect.Effect<void, BackendError> => {
+      const session = sessions.get(sessionId)
+      if (session === undefined) return Effect.void
+      session.waiting.delete(name)
+      if (!session.poolChildren.has(name) || session.leases.has(name)) return Effect.void
+      if (session.ended || !session.connected) {
+        session.poolWaiting.delete(name)
+        return Effect.void
+      }
+      return Effect.flatMap(
+        pipelineInWindow<undefined>(session, () => {
+          // Granted meanwhile: a hold is given back by a release, never by a withdrawal.
+          if (session.leases.has(name)) return []
+          const remove = removeChild(session, paths, name)
+          return remove === undefined ? [] : [remove]
+        }),
+        ([removed]) =>
+          removed === undefined || removed.rc === Rc.ok || removed.rc === Rc.noNode
+            ? Effect.void
+            : failed(session, "withdraw", removed, Effect.void)
+      )
+    })
 
   /**
    * Deletes the lease nodes of `held` (name and token, each from the session's cache) in one
@@ -352,11 +457,16 @@ const makeOperations = (
   const release = (sessionId: string, name: string, token: bigint) =>
     onSession("release", sessionId, Effect.void, (session) =>
       Effect.flatMap(
-        pipelineInWindow(session, () => session.leases.get(name) === token ? deleteLeases(session, [[name, token]]) : []),
-        ([deleted]) =>
-          deleted === undefined || deleted.rc === Rc.ok || deleted.rc === Rc.noNode
-            ? Effect.void
-            : failed(session, "release", deleted, Effect.void)
+        pipelineInWindow(session, () => {
+          if (session.leases.get(name) !== token) return []
+          // The hold's (or a queued writer's) child in the pool goes with it.
+          const child = removeChild(session, paths, name)
+          return [...deleteLeases(session, [[name, token]]), ...(child === undefined ? [] : [child])]
+        }),
+        (replies) => {
+          const bad = replies.find((reply) => reply.rc !== Rc.ok && reply.rc !== Rc.noNode)
+          return bad === undefined ? Effect.void : failed(session, "release", bad, Effect.void)
+        }
       ))
 
   const keepAlive = (sessionId: string, _ttlMillis: number, known: string | undefined) =>
@@ -474,8 +584,13 @@ const makeOperations = (
       answerQueued(session)
       const held = [...session.leases]
       const groups = [...session.groups]
+      const children = [...session.poolChildren.keys()].flatMap((name) => {
+        const remove = removeChild(session, paths, name)
+        return remove === undefined ? [] : [remove]
+      })
       return pipeline<undefined>([
         ...deleteLeases(session, held),
+        ...children,
         ...groups.map((group) => (done: (rc: number, message: string, value: undefined) => void) =>
           session.handle.a_delete_(paths.member(group, session.id), -1, (rc, message) => done(rc, message, undefined))
         )

@@ -31,6 +31,7 @@ export const Rc = {
   noNode: -101,
   badVersion: -103,
   nodeExists: -110,
+  notEmpty: -111,
   sessionExpired: -112,
   closing: -116,
   sessionMoved: -118
@@ -40,6 +41,8 @@ export const Rc = {
 export const ephemeral = 1
 /** No flags: a persistent node. */
 export const persistent = 0
+/** `ZOO_EPHEMERAL | ZOO_SEQUENCE`: the server appends the parent's next sequence number (10 digits). */
+export const ephemeralSequential = 3
 
 /** The `Stat` of a node, as much of it as this backend reads. */
 export interface Stat {

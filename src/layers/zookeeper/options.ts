@@ -15,7 +15,7 @@ import { brokenRule } from "../../LeaseName.js"
 export interface ZookeeperOptions {
   /** The ensemble, `host:port[,host:port...]` (ZooKeeper's connect string, without a chroot). Default `127.0.0.1:2181`. */
   readonly connect?: string | undefined
-  /** Absolute path under which Simba keeps its nodes (`{root}/leases`, `{root}/groups`). Default `/simba`. */
+  /** Absolute path under which Simba keeps its nodes (`{root}/leases`, `{root}/groups`, `{root}/pools`). Default `/simba`. */
   readonly root?: string | undefined
   /** Time allowed to connect a new session (and the backend's own watcher session at start). Default 10 seconds. */
   readonly connectTimeout?: Options.DurationOption | undefined
@@ -27,6 +27,7 @@ export interface Settings {
   readonly root: string
   readonly leasesPath: string
   readonly groupsPath: string
+  readonly poolsPath: string
   readonly connectTimeout: number
 }
 
@@ -62,6 +63,7 @@ export const resolve = (options: ZookeeperOptions): Effect.Effect<Settings, Simb
       root,
       leasesPath: `${root}/leases`,
       groupsPath: `${root}/groups`,
+      poolsPath: `${root}/pools`,
       connectTimeout
     }
   })

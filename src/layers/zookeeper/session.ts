@@ -10,6 +10,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import { BackendError, Hint } from "../../LeaseBackend.js"
+import { poolOf } from "../../LeaseName.js"
 import { closeHandle, createHandle, type Driver, type Handle, Rc, type Stat } from "./driver.js"
 import type { Settings } from "./options.js"
 
@@ -62,6 +63,13 @@ export interface Session {
   closing: boolean
   /** `admitQueued` is running (a reply it caused at once must not run it again, nested). */
   admitting: boolean
+  /**
+   * The session's own children in pool queues (`pools.ts`): a hold name, or a plain name whose writer
+   * queued, -> the child's node name under `{root}/pools/{pool}`. Kept while the hold waits or is held.
+   */
+  readonly poolChildren: Map<string, string>
+  /** Names of `poolChildren` not granted yet: a change of their pool is answered with a new look at once. */
+  readonly poolWaiting: Set<string>
 }
 
 /** The node paths of a root. */
@@ -70,6 +78,10 @@ export interface Paths {
   readonly lease: (name: string) => string
   readonly group: (group: string) => string
   readonly member: (group: string, sessionId: string) => string
+  /** The node of a pool (a semaphore or read-write lock), parent of its queue's children. */
+  readonly pool: (pool: string) => string
+  /** The pool of a pool node path, or `undefined`. */
+  readonly poolOf: (path: string) => string | undefined
   /** The lease name of a lease node path, or `undefined`. */
   readonly leaseOf: (path: string) => string | undefined
   /** The group of a group node path, or `undefined`. */
@@ -79,6 +91,7 @@ export interface Paths {
 export const paths = (settings: Settings): Paths => {
   const leasePrefix = `${settings.leasesPath}/`
   const groupPrefix = `${settings.groupsPath}/`
+  const poolPrefix = `${settings.poolsPath}/`
   const below = (prefix: string) => (path: string) => {
     if (!path.startsWith(prefix)) return undefined
     const rest = path.slice(prefix.length)
@@ -89,8 +102,10 @@ export const paths = (settings: Settings): Paths => {
     lease: (name) => leasePrefix + name,
     group: (group) => groupPrefix + group,
     member: (group, sessionId) => `${groupPrefix}${group}/${sessionId}`,
+    pool: (pool) => poolPrefix + pool,
     leaseOf: below(leasePrefix),
-    groupOf: below(groupPrefix)
+    groupOf: below(groupPrefix),
+    poolOf: below(poolPrefix)
   }
 }
 
@@ -133,6 +148,11 @@ export interface Events {
   readonly released?: ((session: Session, name: string) => void) | undefined
   /** The session ended on its own (expiry, or the addon closed it). */
   readonly ended: (session: Session) => void
+  /**
+   * Something the waiters of `pool` wait on changed for this session (its queue, or its plain lease
+   * node): those still waiting look again (`pools.ts`).
+   */
+  readonly poolChanged?: ((session: Session, pool: string) => void) | undefined
 }
 
 /**
@@ -196,7 +216,9 @@ export const open = (
             inFlight: 0,
             queued: new Set(),
             closing: false,
-            admitting: false
+            admitting: false,
+            poolChildren: new Map(),
+            poolWaiting: new Set()
           }
           Deferred.unsafeDone(opened, Effect.succeed(session))
           return
@@ -211,6 +233,9 @@ export const open = (
           if (!session.leases.has(name)) events.emit(Hint.Released({ name }))
         }
         for (const group of session.watchedGroups.keys()) events.emit(Hint.GroupChanged({ group }))
+        if (events.poolChanged !== undefined) {
+          for (const pool of new Set([...session.poolWaiting].map(poolOf))) events.poolChanged(session, pool)
+        }
       })
       handle.on("connecting", () => {
         if (session === undefined) return
@@ -240,16 +265,26 @@ export const open = (
         session.watchedLeases.delete(name)
         if (events.released !== undefined) events.released(session, name)
         else events.emit(Hint.Released({ name }))
+        // The plain lease of a pool: read holds wait for it to be free.
+        events.poolChanged?.(session, name)
       })
       const rewatch = (_handle: unknown, path: string) => {
         // `created`: free when read, taken since; `changed`: still there. Watch it again, to hear
         // of its release.
         const name = paths.leaseOf(path)
-        if (name !== undefined && session !== undefined && !session.ended) watchLease(session, paths, name, events)
+        if (name !== undefined && session !== undefined && !session.ended) {
+          watchLease(session, paths, name, events)
+          events.poolChanged?.(session, name)
+        }
       }
       handle.on("created", rewatch)
       handle.on("changed", rewatch)
       handle.on("child", (_handle, path) => {
+        const pool = paths.poolOf(path)
+        if (pool !== undefined) {
+          if (session !== undefined && !session.ended) events.poolChanged?.(session, pool)
+          return
+        }
         const group = paths.groupOf(path)
         if (group === undefined || session === undefined) return
         const current = session
