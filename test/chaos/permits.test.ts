@@ -67,13 +67,17 @@ describe("chaos, semaphore on Redis", () => {
       CHAOS_LIMIT: String(limit),
       SIMBA_LEASE_DURATION: `${leaseDuration}ms`,
       SIMBA_REDIS_URL: "redis://127.0.0.1:6379",
-      SIMBA_REDIS_KEY_PREFIX: `simba-chaos-permits-${suffix}`
+      SIMBA_REDIS_KEY_PREFIX: `simba-chaos-permits-${suffix}`,
+      // A new prefix has no boot marker: the lock-delay needs to outlast only these processes'
+      // leases (not the default 15 s, which would eat half of the wait below).
+      SIMBA_REDIS_LOCK_DELAY: `${leaseDuration} millis`
     }
     const pids = Array.from({ length: 4 }, () => children.spawnScript("test/chaos/permits.ts", { env }).pid!)
     const { lines } = children
     const mine = () => lines.filter((l) => pids.includes(l.pid))
     const valid = () => mine().filter((l) => l.json?.ev === "v")
-    await children.waitFor("40 valid checks", () => valid().length >= 40, 30_000)
+    // Four processes compile and start (seconds on a loaded 2-core machine), then the lock-delay.
+    await children.waitFor("40 valid checks", () => valid().length >= 40, 45_000)
     expect(mine().filter((l) => l.json?.ev === "fatal")).toEqual([])
 
     /** A process whose latest term started and has not ended: a holder now. */
@@ -118,5 +122,5 @@ describe("chaos, semaphore on Redis", () => {
     // The paused process, resumed, saw its term end: no `v` of a term that started before the pause after it.
     const stale = held.filter((h) => h.pid === paused && h.start < pausedAt && h.last > pausedAt + leaseDuration)
     expect(stale).toEqual([])
-  }, 90_000)
+  }, 120_000)
 })
