@@ -91,12 +91,16 @@ export interface PermitOptions {
   readonly limit: number
   /** As `LockOptions.timeout`: zero is a try (one round trip, never queued). */
   readonly timeout?: Duration.DurationInput | undefined
+  /** As `LockOptions.awaitRelease`: return only once the store answered the release of the permits. */
+  readonly awaitRelease?: boolean | undefined
 }
 
 /** Options of `withReadLock` / `readLock`. */
 export interface ReadLockOptions {
   /** As `LockOptions.timeout`: zero is a try (one round trip, never queued). */
   readonly timeout?: Duration.DurationInput | undefined
+  /** As `LockOptions.awaitRelease`: return only once the store answered the release of the read hold. */
+  readonly awaitRelease?: boolean | undefined
 }
 
 /**

@@ -47,11 +47,13 @@ const holdLease = (
   return Effect.succeed(LeaseName.holdName({ ...hold, pool: name, id: nextHoldId() }))
 }
 
+type HoldOptions = Pick<PermitOptions, "timeout" | "awaitRelease">
+
 /**
- * A hold's lock options: its timeout, and never `keep` (a client's `lockKeep` included): each request
- * is a hold of its own name, so a kept one would only hold its permits for nobody.
+ * A hold's lock options: its timeout and `awaitRelease`, and never `keep` (a client's `lockKeep`
+ * included): each request is a hold of its own name, so a kept one would only hold its permits for nobody.
  */
-const lockOptions = (timeout: PermitOptions["timeout"]) => ({ timeout, keep: 0 })
+const lockOptions = (options: HoldOptions | undefined) => ({ timeout: options?.timeout, awaitRelease: options?.awaitRelease, keep: 0 })
 
 type Hold = Omit<LeaseName.Hold, "pool" | "id">
 type Body<A, E, R> = Effect.Effect<A, E, R> | ((term: Term.Term) => Effect.Effect<A, E, R>)
@@ -60,17 +62,17 @@ const permitHold = (options: PermitOptions, permits: number): Hold => ({ mode: "
 const readHold: Hold = { mode: "read", weight: 1, limit: 0 }
 
 /** `withLock` of a hold of `name` (a fresh hold name per call: built when run). */
-const withHold = <A, E, R>(shell: Shell, name: string, hold: Hold, timeout: PermitOptions["timeout"], body: Body<A, E, R>) =>
+const withHold = <A, E, R>(shell: Shell, name: string, hold: Hold, options: HoldOptions | undefined, body: Body<A, E, R>) =>
   Effect.flatMap(
     Effect.suspend(() => holdLease(shell, name, hold)),
-    (lease) => Locks.withLock(shell, name, body, lockOptions(timeout), lease)
+    (lease) => Locks.withLock(shell, name, body, lockOptions(options), lease)
   )
 
 /** `lock` of a hold of `name`. */
-const scopedHold = (shell: Shell, name: string, hold: Hold, timeout: PermitOptions["timeout"]) =>
+const scopedHold = (shell: Shell, name: string, hold: Hold, options: HoldOptions | undefined) =>
   Effect.flatMap(
     Effect.suspend(() => holdLease(shell, name, hold)),
-    (lease) => Locks.lock(shell, name, lockOptions(timeout), lease)
+    (lease) => Locks.lock(shell, name, lockOptions(options), lease)
   )
 
 export const withPermits = <A, E, R>(
@@ -79,24 +81,24 @@ export const withPermits = <A, E, R>(
   permits: number,
   body: Body<A, E, R>,
   options: PermitOptions
-): Effect.Effect<A, E | HoldError, R> => withHold(shell, name, permitHold(options, permits), options.timeout, body)
+): Effect.Effect<A, E | HoldError, R> => withHold(shell, name, permitHold(options, permits), options, body)
 
 export const permits = (
   shell: Shell,
   name: string,
   permits: number,
   options: PermitOptions
-): Effect.Effect<Term.Term, HoldError, Scope.Scope> => scopedHold(shell, name, permitHold(options, permits), options.timeout)
+): Effect.Effect<Term.Term, HoldError, Scope.Scope> => scopedHold(shell, name, permitHold(options, permits), options)
 
 export const withReadLock = <A, E, R>(
   shell: Shell,
   name: string,
   body: Body<A, E, R>,
   options?: ReadLockOptions
-): Effect.Effect<A, E | HoldError, R> => withHold(shell, name, readHold, options?.timeout, body)
+): Effect.Effect<A, E | HoldError, R> => withHold(shell, name, readHold, options, body)
 
 export const readLock = (
   shell: Shell,
   name: string,
   options?: ReadLockOptions
-): Effect.Effect<Term.Term, HoldError, Scope.Scope> => scopedHold(shell, name, readHold, options?.timeout)
+): Effect.Effect<Term.Term, HoldError, Scope.Scope> => scopedHold(shell, name, readHold, options)

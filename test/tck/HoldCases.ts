@@ -162,7 +162,8 @@ export const holdCases = (tck: Tck): void => {
     const net = yield* SimbaTest.networkFromContext
     const [sem, locked] = yield* Effect.all([uniqueName("kind-sem"), uniqueName("kind-lock")])
     const [a, b] = yield* SimbaTest.makeClients(net, 2, config)
-    const holding = yield* holdOpen(a!.client.permits(sem, 1, { limit: 3 }))
+    // Its release is awaited: b asks for another limit once the store has forgotten the pool.
+    const holding = yield* holdOpen(a!.client.permits(sem, 1, { limit: 3, awaitRelease: true }))
     yield* awaitFiber(tck, "a's permit", holding.taking, within(tck, 2 * R))
     const conflicts = yield* Effect.fork(Effect.all([
       Effect.flip(b!.client.withPermits(sem, 1, Effect.void, { limit: 5 })),
