@@ -9,23 +9,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type { AcquireReply, Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
+import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as LeaseName from "../../src/LeaseName.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { waitHintOf } from "../tck/TckHarness.js"
 import { type HintWatch, modes, type RawClient, rawClient, uniqueName, watchHints } from "./RedisServers.js"
+import { granted, heldBy } from "../support/replies.js"
 
 const ttl = Duration.millis(3000)
 const k = RedisBackend.keys()
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
-const heldBy = (reply: AcquireReply) => {
-  if (reply._tag !== "HeldBy") expect.fail(`expected HeldBy, got ${reply._tag}`)
-  return reply
-}
 const grantedTo = (name: string, to: string) => (hint: Hint): hint is Extract<Hint, { _tag: "Granted" }> =>
   hint._tag === "Granted" && hint.name === name && hint.to === to
 const permit = (pool: string, id: string, limit = 1) => LeaseName.holdName({ pool, mode: "permits", weight: 1, limit, id })

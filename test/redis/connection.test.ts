@@ -15,7 +15,7 @@ import type * as Scope from "effect/Scope"
 import { Cluster, Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
-import { type AcquireReply, BackendError, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
+import { BackendError, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import * as Simba from "../../src/Simba.js"
 import { startProxy } from "../support/proxy.js"
@@ -30,6 +30,7 @@ import {
   releaseHeard,
   watchHints
 } from "./RedisServers.js"
+import { granted } from "../support/replies.js"
 
 const ttl = Duration.millis(1500)
 
@@ -43,10 +44,6 @@ const admin = (port: number): Effect.Effect<Redis, never, Scope.Scope> =>
 /** A unique connection or prefix name. */
 const unique = (label: string) => `${label}-${randomBytes(6).toString("hex")}`
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
 
 type StartError = BackendError | SimbaConfigError | RedisBackend.EvictionPolicyError
 

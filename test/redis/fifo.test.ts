@@ -10,22 +10,15 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
-import type { AcquireReply, Hint } from "../../src/LeaseBackend.js"
+import type { Hint } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { awaitFreed, awaitWaiting, modes, rawClient, uniqueName, watchHints } from "./RedisServers.js"
+import { granted, heldBy } from "../support/replies.js"
 
 const ttl = Duration.millis(3000)
 const k = RedisBackend.keys()
 const R = RedisBackend.reservationMillis
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
-const heldBy = (reply: AcquireReply) => {
-  if (reply._tag !== "HeldBy") expect.fail(`expected HeldBy, got ${reply._tag}`)
-  return reply
-}
 const releasedOf = (name: string) => (hint: Hint): hint is Extract<Hint, { _tag: "Released" }> =>
   hint._tag === "Released" && hint.name === name
 const grantedOf = (name: string) => (hint: Hint): hint is Extract<Hint, { _tag: "Granted" }> =>

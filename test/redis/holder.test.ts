@@ -8,17 +8,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type { AcquireReply } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { type Mode, modes, rawClient, uniqueName } from "./RedisServers.js"
+import { granted } from "../support/replies.js"
 
 const ttl = Duration.seconds(10)
 const k = RedisBackend.keys()
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
 
 /** A backend and a raw client in `mode`, two sessions, and a new lease the first holds. */
 const heldByOne = (mode: Mode, label: string) =>

@@ -10,20 +10,17 @@ import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 import { Cluster } from "ioredis"
 import { randomBytes } from "node:crypto"
-import type { AcquireReply, KeepAliveReply } from "../../src/LeaseBackend.js"
+import type { AcquireReply } from "../../src/LeaseBackend.js"
 import { marginOf } from "../../src/layers/redis/clusterSession.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import * as Scripts from "../../src/layers/redis/scripts.js"
 import { startPrivateCluster } from "../support/redisServer.js"
 import { modes, rawClient, type RawClient, uniqueName } from "./RedisServers.js"
+import { live } from "../support/replies.js"
 
 const k = RedisBackend.keys()
 const fresh = { lockDelay: 0, routeBySlot: true } as const
 
-const live = (reply: KeepAliveReply) => {
-  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
-  return reply
-}
 const tagOfLease = (name: string) => RedisBackend.slotTag(RedisBackend.keySlot(k.lease(name)))
 const nodeOf = (client: RawClient, slot: number) => "slots" in client ? client.slots[slot]?.[0] : "server"
 const ms = (client: RawClient, key: string) => Effect.promise(() => client.pttl(key))

@@ -43,6 +43,7 @@ import {
   uniqueName,
   watchHints
 } from "./RedisServers.js"
+import { granted, live } from "../support/replies.js"
 
 const ttl = Duration.millis(1500)
 /** Below every token a Redis backend issues: the server's TIME in microseconds has been above it since 2001. */
@@ -51,14 +52,6 @@ const aboveTime = 10n ** 15n
 const fresh = { lockDelay: 0 } as const
 const k = RedisBackend.keys()
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
-const live = (reply: KeepAliveReply) => {
-  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
-  return reply
-}
 const sortedLeases = (reply: KeepAliveReply) => {
   const leases = live(reply).leases
   if (leases === undefined) expect.fail("expected the lease list (a renewal without a known version lists it)")

@@ -19,15 +19,12 @@ import {
   serverTime,
   uniqueName
 } from "./RedisServers.js"
+import { granted, heldBy } from "../support/replies.js"
 
 const ttl = Duration.seconds(10)
 const k = RedisBackend.keys()
 const keySlot = RedisBackend.keySlot
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
 
 /** The server's clock (`TIME`) in microseconds. */
 const serverMicros = (client: RawClient) =>
@@ -96,10 +93,6 @@ describe("Redis tokens", () => {
 /** The lock-delay of these tests: their lease duration (what the option's documentation asks for). */
 const delay = 1500
 
-const heldBy = (reply: AcquireReply) => {
-  if (reply._tag !== "HeldBy") expect.fail(`expected HeldBy, got ${reply._tag}`)
-  return reply
-}
 
 /** Acquires on a new session during a lock-delay: HeldBy without a token, retry after `remaining`. */
 const delayed = (b: LeaseBackendService, name: string) =>

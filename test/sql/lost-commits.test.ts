@@ -15,26 +15,19 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
 import { randomBytes } from "node:crypto"
-import { type AcquireReply, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import { type AcquireReply, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { pgUrl } from "./SqlServers.js"
+import { granted, live } from "../support/replies.js"
 
 const raw = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
 const ttl = Duration.millis(4000)
 const lockDelay = 1500
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
 const heldFor = (reply: AcquireReply): number => {
   if (reply._tag !== "HeldBy" || reply.remaining === undefined) expect.fail(`expected HeldBy with a time left, got ${reply._tag}`)
   return Duration.toMillis(reply.remaining)
-}
-const live = (reply: KeepAliveReply) => {
-  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
-  return reply
 }
 
 /** A fresh table prefix, its tables and routines dropped after `test`. */

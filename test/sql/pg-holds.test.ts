@@ -13,47 +13,27 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
-import * as Stream from "effect/Stream"
-import * as SubscriptionRef from "effect/SubscriptionRef"
 import { randomBytes } from "node:crypto"
-import { type AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import { type Hint, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as LeaseName from "../../src/LeaseName.js"
 import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { pgUrl } from "./SqlServers.js"
+import { granted, heardHints, live } from "../support/replies.js"
 
 const ttl = Duration.millis(4000)
 const raw = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
 const backend = PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgh_" })
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
-const live = (reply: KeepAliveReply) => {
-  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
-  return reply
-}
 const unique = (label: string) => `pgh.${randomBytes(6).toString("hex")}.${label}`
 const permits = (pool: string, weight: number, limit: number, id: string) =>
   LeaseName.holdName({ pool, mode: "permits", weight, limit, id })
 const read = (pool: string, id: string) => LeaseName.holdName({ pool, mode: "read", weight: 1, limit: 0, id })
 
 /** The hints of the backend, recorded from now on; `ready` returns once the listener is up. */
-const heardHints = Effect.gen(function*() {
+const heardHintsReady = Effect.gen(function*() {
   const b = yield* LeaseBackend
-  const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
-  yield* b.hints.pipe(
-    Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
-    Effect.forkScoped
-  )
-  const waitFor = (predicate: (hint: Hint) => boolean, within: Duration.DurationInput = "5 seconds") =>
-    received.changes.pipe(
-      Stream.filter((hints) => hints.some(predicate)),
-      Stream.take(1),
-      Stream.runDrain,
-      Effect.timeoutFail({ duration: within, onTimeout: () => new Error("hint not received") })
-    )
+  const { waitFor } = yield* heardHints
   // The listener is up once a release comes back as a hint.
   const ready = Effect.gen(function*() {
     const sid = (yield* b.openSession(ttl)).sessionId
@@ -74,7 +54,7 @@ describe("PostgreSQL holds", () => {
   it.live("a release grants the queue's head in its transaction and pushes it; the waiter's renewal lists it", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
-      const { ready, waitFor } = yield* heardHints
+      const { ready, waitFor } = yield* heardHintsReady
       yield* ready
       const pool = unique("sem")
       const [a, w] = [(yield* b.openSession(ttl)).sessionId, (yield* b.openSession(ttl)).sessionId]
@@ -98,7 +78,7 @@ describe("PostgreSQL holds", () => {
   it.live("a withdrawal takes a waiter out of the pool's queue and serves the pool: the one behind it is granted", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
-      const { ready, waitFor } = yield* heardHints
+      const { ready, waitFor } = yield* heardHintsReady
       yield* ready
       const pool = unique("withdraw")
       const [a, big, small] = [
@@ -119,7 +99,7 @@ describe("PostgreSQL holds", () => {
   it.live("a closing reader ends its hold and the writer queued behind it is granted the plain lease, pushed", () =>
     Effect.gen(function*() {
       const b = yield* LeaseBackend
-      const { ready, waitFor } = yield* heardHints
+      const { ready, waitFor } = yield* heardHintsReady
       yield* ready
       const pool = unique("rw")
       const [reader, writer, late] = [

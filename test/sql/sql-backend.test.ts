@@ -15,25 +15,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
-import * as Stream from "effect/Stream"
-import * as SubscriptionRef from "effect/SubscriptionRef"
 import { randomBytes } from "node:crypto"
-import { AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
+import { AcquireReply, type Hint, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as MysqlBackend from "../../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { mysqlUrl, pgUrl } from "./SqlServers.js"
+import { granted, heardHints, live } from "../support/replies.js"
 
 const ttl = Duration.millis(1500)
 
-const granted = (reply: AcquireReply): bigint => {
-  if (reply._tag !== "Granted") expect.fail(`expected Granted, got ${reply._tag}`)
-  return reply.token
-}
-const live = (reply: KeepAliveReply) => {
-  if (reply._tag !== "Live") expect.fail(`expected Live, got ${reply._tag}`)
-  return reply
-}
 const unique = (label: string) => `sql-test.${randomBytes(8).toString("hex")}.${label}`
 
 const pgClient = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
@@ -302,23 +293,6 @@ for (const dialect of dialects) {
   })
 }
 
-/** The backend's hints from now on, and a wait (at most `within`) for one that matches. */
-const heardHints = Effect.gen(function*() {
-  const b = yield* LeaseBackend
-  const received = yield* SubscriptionRef.make<ReadonlyArray<Hint>>([])
-  yield* b.hints.pipe(
-    Stream.runForEach((hint) => SubscriptionRef.update(received, (hints) => [...hints, hint])),
-    Effect.forkScoped
-  )
-  const waitFor = (predicate: (hint: Hint) => boolean, within: Duration.DurationInput = "5 seconds") =>
-    received.changes.pipe(
-      Stream.filter((hints) => hints.some(predicate)),
-      Stream.take(1),
-      Stream.runDrain,
-      Effect.timeoutFail({ duration: within, onTimeout: () => new Error("hint not received") })
-    )
-  return { seen: SubscriptionRef.get(received), waitFor }
-})
 
 describe("SQL backend (postgres): hints", () => {
   it.live("after the LISTEN connection is terminated, hints resume, and every refused name is hinted on reconnect", () =>

@@ -5,49 +5,43 @@
  * making would otherwise be tested instead of the ones in the source. Applications never see this:
  * a released version's routines do not change.
  */
-import mysql from "mysql2/promise"
-import pg from "pg"
+import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { SqlClient } from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import { mysqlUrl, pgUrl } from "../sql/SqlServers.js"
 
 const testPrefix = "simba\\_t\\_%"
 
-const dropPostgres = async (): Promise<void> => {
-  const client = new pg.Client({ connectionString: pgUrl })
-  await client.connect()
-  try {
-    const routines = await client.query<{ signature: string }>(
-      "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE $1",
-      [testPrefix]
-    )
-    for (const { signature } of routines.rows) await client.query(`DROP FUNCTION IF EXISTS ${signature} CASCADE`)
-    const tables = await client.query<{ name: string }>(
-      "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1",
-      [testPrefix]
-    )
-    for (const { name } of tables.rows) await client.query(`DROP TABLE IF EXISTS ${name} CASCADE`)
-  } finally {
-    await client.end()
-  }
-}
+const dropPostgres = Effect.gen(function*() {
+  const sql = yield* SqlClient
+  const routines = yield* sql.unsafe<{ signature: string }>(
+    "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE $1",
+    [testPrefix]
+  )
+  for (const { signature } of routines) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature} CASCADE`)
+  const tables = yield* sql.unsafe<{ name: string }>(
+    "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1",
+    [testPrefix]
+  )
+  for (const { name } of tables) yield* sql.unsafe(`DROP TABLE IF EXISTS ${name} CASCADE`)
+}).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 1 })))
 
-const dropMysql = async (): Promise<void> => {
-  const conn = await mysql.createConnection(mysqlUrl)
-  try {
-    const [routines] = await conn.query<Array<mysql.RowDataPacket>>(
-      "SELECT ROUTINE_NAME AS name, ROUTINE_TYPE AS type FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
-      [testPrefix]
-    )
-    for (const { name, type } of routines) await conn.query(`DROP ${String(type)} IF EXISTS \`${String(name)}\``)
-    const [tables] = await conn.query<Array<mysql.RowDataPacket>>(
-      "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
-      [testPrefix]
-    )
-    for (const { name } of tables) await conn.query(`DROP TABLE IF EXISTS \`${String(name)}\``)
-  } finally {
-    await conn.end()
-  }
-}
+const dropMysql = Effect.gen(function*() {
+  const sql = yield* SqlClient
+  const routines = yield* sql.unsafe<{ name: string; type: string }>(
+    "SELECT ROUTINE_NAME AS name, ROUTINE_TYPE AS type FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
+    [testPrefix]
+  )
+  for (const { name, type } of routines) yield* sql.unsafe(`DROP ${type} IF EXISTS \`${name}\``)
+  const tables = yield* sql.unsafe<{ name: string }>(
+    "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
+    [testPrefix]
+  )
+  for (const { name } of tables) yield* sql.unsafe(`DROP TABLE IF EXISTS \`${name}\``)
+}).pipe(Effect.provide(MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 1 })))
 
-export default async function freshSchemas(): Promise<void> {
-  await Promise.all([dropPostgres(), dropMysql()])
+export default function freshSchemas(): Promise<void> {
+  return Effect.runPromise(Effect.all([dropPostgres, dropMysql], { concurrency: 2, discard: true }))
 }
