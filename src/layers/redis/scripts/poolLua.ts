@@ -13,10 +13,23 @@ end
 local function prefix_of(lk, name)
   return string.sub(lk, 1, #lk - #name - 1)
 end
+-- Whether session sid lives, as this script call's pool rules see it. Mode 'node': asked of its
+-- session key once per call (a pool rule never writes a session key, and a script's run sees the
+-- server's time frozen), not once per hold and waiter at every look at the pool.
+local pool_alive_known = {}
+local function pool_alive(holders, sid)
+  if holders.mode ~= 'node' then return alive(holders, sid) end
+  local known = pool_alive_known[sid]
+  if known == nil then
+    known = alive(holders, sid)
+    pool_alive_known[sid] = known
+  end
+  return known
+end
 -- A live session other than gone_sid holds the plain lease lk (a writer).
 local function pool_writer(lk, holders, gone_sid)
   local sid = redis.call('HGET', lk, 'session')
-  return sid ~= false and sid ~= nil and sid ~= gone_sid and alive(holders, sid)
+  return sid ~= false and sid ~= nil and sid ~= gone_sid and pool_alive(holders, sid)
 end
 -- The permits the holds of lk's pool use and their number; a hold of a gone session (or of gone_sid,
 -- a session closing) is dropped and its hash deleted.
@@ -25,7 +38,7 @@ local function pool_holds(lk, holders, lease_prefix, gone_sid)
   local all = redis.call('HGETALL', lk .. ':holds')
   for i = 1, #all, 2 do
     local sid, weight = string.match(all[i + 1], '^([^|]+)|(%d+)$')
-    if sid ~= gone_sid and alive(holders, sid) then
+    if sid ~= gone_sid and pool_alive(holders, sid) then
       used = used + tonumber(weight)
       count = count + 1
     else
@@ -46,7 +59,7 @@ local function pool_live(lk, holders, lease_prefix, gone_sid)
   local all = redis.call('HGETALL', lk .. ':pw')
   for i = 1, #all, 2 do
     local sid = string.match(all[i + 1], '^([^|]+)|')
-    if sid ~= gone_sid and alive(holders, sid) then
+    if sid ~= gone_sid and pool_alive(holders, sid) then
       waiting = waiting + 1
     else
       redis.call('HDEL', lk .. ':pw', all[i])
