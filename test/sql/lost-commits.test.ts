@@ -20,6 +20,7 @@ import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { pgUrl } from "./SqlServers.js"
 import { granted, live } from "../support/replies.js"
+import { dropPostgresPrefix } from "../support/freshSchemas.js"
 
 const raw = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
 const ttl = Duration.millis(4000)
@@ -33,16 +34,7 @@ const heldFor = (reply: AcquireReply): number => {
 /** A fresh table prefix, its tables and routines dropped after `test`. */
 const withPrefix = <A, E>(test: (prefix: string) => Effect.Effect<A, E, SqlClient>) => {
   const prefix = `simba_t_lc${randomBytes(4).toString("hex")}_`
-  const dropAll = Effect.gen(function*() {
-    const sql = yield* SqlClient
-    const functions = yield* sql.unsafe<{ signature: string }>(
-      "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p WHERE starts_with(p.proname, $1)",
-      [`${prefix}v`]
-    )
-    for (const { signature } of functions) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature}`)
-    yield* sql.unsafe(`DROP TABLE IF EXISTS ${prefix}pool_waiter, ${prefix}pool, ${prefix}boot, ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`)
-  })
-  return test(prefix).pipe(Effect.ensuring(Effect.orDie(dropAll)), Effect.provide(raw))
+  return test(prefix).pipe(Effect.ensuring(Effect.orDie(dropPostgresPrefix(prefix))), Effect.provide(raw))
 }
 
 /** The backend, open for the scope. */

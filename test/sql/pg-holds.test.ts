@@ -20,6 +20,7 @@ import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { pgUrl } from "./SqlServers.js"
 import { granted, heardHints, live } from "../support/replies.js"
+import { dropPostgresPrefix } from "../support/freshSchemas.js"
 
 const ttl = Duration.millis(4000)
 const raw = PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 2 })
@@ -150,17 +151,7 @@ describe("PostgreSQL holds", () => {
 describe("PostgreSQL schema version 6 and a client of version 5", () => {
   it.live("version 5's routines call version 6's: open, acquire with a block, the FIFO hand-off, renewal, close", () => {
     const prefix = `simba_t_v5${randomBytes(4).toString("hex")}_`
-    const dropAll = Effect.gen(function*() {
-      const sql = yield* SqlClient
-      const functions = yield* sql.unsafe<{ signature: string }>(
-        "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p WHERE starts_with(p.proname, $1)",
-        [`${prefix}v`]
-      )
-      for (const { signature } of functions) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature}`)
-      yield* sql.unsafe(
-        `DROP TABLE IF EXISTS ${prefix}pool_waiter, ${prefix}pool, ${prefix}boot, ${prefix}waiter, ${prefix}member, ${prefix}lease, ${prefix}session`
-      )
-    })
+    const dropAll = dropPostgresPrefix(prefix)
     return Effect.gen(function*() {
       // Version 6 installs its routines and makes version 5's wrappers.
       yield* Effect.scoped(Layer.build(PgBackend.layer({ url: pgUrl, tablePrefix: prefix })))

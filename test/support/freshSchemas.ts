@@ -12,32 +12,41 @@ import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import { mysqlUrl, pgUrl } from "../sql/SqlServers.js"
 
-const testPrefix = "simba\\_t\\_%"
+/** The prefix of every table prefix the tests use. */
+const testPrefix = "simba_t_"
 
-const dropPostgres = Effect.gen(function*() {
+/** A LIKE pattern of the names starting with `prefix` (its `_` and `%` taken literally). */
+const startingWith = (prefix: string) => `${prefix.replace(/[\\_%]/g, (c) => `\\${c}`)}%`
+
+/** Drops the PostgreSQL routines and tables whose names start with `prefix` (needs a `SqlClient`). */
+export const dropPostgresPrefix = (prefix: string) => Effect.gen(function*() {
   const sql = yield* SqlClient
+  const like = startingWith(prefix)
   const routines = yield* sql.unsafe<{ signature: string }>(
     "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE $1",
-    [testPrefix]
+    [like]
   )
   for (const { signature } of routines) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${signature} CASCADE`)
   const tables = yield* sql.unsafe<{ name: string }>(
     "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1",
-    [testPrefix]
+    [like]
   )
   for (const { name } of tables) yield* sql.unsafe(`DROP TABLE IF EXISTS ${name} CASCADE`)
-}).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 1 })))
+})
+
+const dropPostgres = dropPostgresPrefix(testPrefix).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 1 })))
 
 const dropMysql = Effect.gen(function*() {
   const sql = yield* SqlClient
+  const like = startingWith(testPrefix)
   const routines = yield* sql.unsafe<{ name: string; type: string }>(
     "SELECT ROUTINE_NAME AS name, ROUTINE_TYPE AS type FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
-    [testPrefix]
+    [like]
   )
   for (const { name, type } of routines) yield* sql.unsafe(`DROP ${type} IF EXISTS \`${name}\``)
   const tables = yield* sql.unsafe<{ name: string }>(
     "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
-    [testPrefix]
+    [like]
   )
   for (const { name } of tables) yield* sql.unsafe(`DROP TABLE IF EXISTS \`${name}\``)
 }).pipe(Effect.provide(MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 1 })))
