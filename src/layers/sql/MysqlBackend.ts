@@ -1,6 +1,6 @@
 /**
  * The MySQL 8 / MariaDB 10.5+ backend (`@effect/sql-mysql2`): `SqlBackend` with one stored procedure
- * per operation (`migrations.ts`), times from `UTC_TIMESTAMP(6)` read after the locks. MySQL has no
+ * per operation (`mysqlMigrations.ts`), times from `UTC_TIMESTAMP(6)` read after the locks. MySQL has no
  * push, so hints come from the backend itself: a release through it at once, and one poll per
  * `pollInterval` for the names local candidates wait on (none while nobody waits). `@effect/sql-mysql2`
  * is an optional peer, loaded when a layer of this module is built. `make`/`layer`/`layerConfig` open
@@ -18,7 +18,7 @@ import type * as Scope from "effect/Scope"
 import type { SimbaConfigError } from "../../Errors.js"
 import type { DurationOption } from "../../internal/options.js"
 import { BackendError, LeaseBackend, type LeaseBackendService, loadDriver } from "../../LeaseBackend.js"
-import * as Migrations from "./migrations.js"
+import * as MysqlMigrations from "./mysqlMigrations.js"
 import { defaultPrefix } from "./migrations.js"
 import { type ClientOptions, config as sqlConfig, lanesOf, pollIntervalOf, prefixOf, reservedOf, resolve, type SqlOptions } from "./options.js"
 import * as SqlBackend from "./SqlBackend.js"
@@ -31,7 +31,7 @@ export type { ClientOptions, SqlOptions } from "./options.js"
  * create the schema themselves (the migration then finds it installed and does nothing).
  */
 export const migrationStatements = (tablePrefix: string = defaultPrefix): ReadonlyArray<string> =>
-  Migrations.mysql(tablePrefix).statements
+  MysqlMigrations.mysql(tablePrefix).statements
 
 /** The backend name used in errors, metrics and spans. */
 export const backend = "mysql"

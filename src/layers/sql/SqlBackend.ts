@@ -32,6 +32,7 @@ import {
 import { isSessionId, newSessionId } from "../../internal/sessionId.js"
 import * as Lanes from "./lanes.js"
 import * as Migrations from "./migrations.js"
+import * as MysqlMigrations from "./mysqlMigrations.js"
 import * as Waiting from "./waiting.js"
 
 /** The two databases, by the backend name used in errors, metrics and spans. */
@@ -298,7 +299,7 @@ export const migrate = (
       }))
     },
     mysql: () => {
-      const schema = Migrations.mysql(prefix)
+      const schema = MysqlMigrations.mysql(prefix)
       const lock = `simba-migrate:${prefix}`
       return Effect.scoped(Effect.gen(function*() {
         const conn = yield* sql.reserve
@@ -340,7 +341,7 @@ export const make = (
       Effect.mapError((cause) => new BackendError({ backend, operation: "migrate", cause }))
     )
     // The statement of each operation, built once: a routine call with placeholders.
-    const schema = sql.onDialectOrElse({ pg: () => Migrations.postgres(prefix), orElse: () => Migrations.mysql(prefix) })
+    const schema = sql.onDialectOrElse({ pg: () => Migrations.postgres(prefix), orElse: () => MysqlMigrations.mysql(prefix) })
     const statementOf = (operation: string, arity: number): string =>
       sql.onDialectOrElse({
         pg: () => `SELECT ${schema.routine(operation)}(${Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")}) AS r`,
@@ -486,8 +487,8 @@ export const make = (
         const names = yield* waiting.current
         if (names.length === 0) return
         const free = yield* sql.unsafe<{ name: string; to: string | null }>(
-          Migrations.mysqlFreeNames(prefix, names.length),
-          Migrations.mysqlFreeParams(names)
+          MysqlMigrations.mysqlFreeNames(prefix, names.length),
+          MysqlMigrations.mysqlFreeParams(names)
         )
         for (const { name, to } of free) {
           yield* waiting.forget(name)
