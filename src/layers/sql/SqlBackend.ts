@@ -548,7 +548,7 @@ export const make = (
         pg: () => (sessionId: string, name: string) =>
           Effect.asVoid(run(`SELECT ${schema.routine("withdraw")}($1, $2) AS r`, [sessionId, name], 0)),
         orElse: () => (sessionId: string, name: string) =>
-          Effect.asVoid(execute(`DELETE FROM ${prefix}pool_waiter WHERE name = ? AND session_id = ?`, [name, sessionId]))
+          Effect.asVoid(execute(`DELETE FROM ${Migrations.tables(prefix).poolWaiter} WHERE name = ? AND session_id = ?`, [name, sessionId]))
       }),
       join,
       leave: (sessionId, group) => Effect.asVoid(call("leave", [sessionId, group])),

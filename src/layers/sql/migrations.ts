@@ -29,6 +29,21 @@ export const prefixPattern = /^[a-z][a-z0-9_]{0,29}$/
 /** The PostgreSQL `NOTIFY` channel the routines publish hints on. */
 export const channel = (prefix: string): string => `${prefix}hints`
 
+/**
+ * The tables of a prefix: `session`, `lease`, `member` on both dialects; `waiter` (a lease's FIFO
+ * queue) and the unlogged `boot` on PostgreSQL; `pool` and `poolWaiter` (semaphores and read-write
+ * locks) on both.
+ */
+export const tables = (prefix: string) => ({
+  session: `${prefix}session`,
+  lease: `${prefix}lease`,
+  member: `${prefix}member`,
+  waiter: `${prefix}waiter`,
+  boot: `${prefix}boot`,
+  pool: `${prefix}pool`,
+  poolWaiter: `${prefix}pool_waiter`
+})
+
 /** Name of the routine of one operation, for a schema version. */
 export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
 
@@ -55,12 +70,7 @@ export const olderPostgresVersions = [1, 2, 3, 4, 5] as const
  * gets a new token (its release may be what was lost). docs/sql.md, "Commits without a flush".
  */
 export const postgres = (prefix: string): Schema => {
-  const session = `${prefix}session`
-  const lease = `${prefix}lease`
-  const member = `${prefix}member`
-  const waiter = `${prefix}waiter`
-  const boot = `${prefix}boot`
-  const pool = `${prefix}pool`
+  const { boot, lease, member, pool, poolWaiter, session, waiter } = tables(prefix)
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
   const notify = (payload: string) => `PERFORM pg_notify('${channel(prefix)}', ${payload});`
   const ms = (millis: string) => `${millis} * interval '1 millisecond'`
@@ -83,7 +93,7 @@ export const postgres = (prefix: string): Schema => {
     waiter,
     boot,
     pool,
-    poolWaiter: `${prefix}pool_waiter`,
+    poolWaiter,
     fn,
     notify,
     floored,

@@ -3,7 +3,7 @@
  * of the poll that stands in for push hints there (`mysqlFreeNames`). The shared names (prefix rules,
  * routine names, versions) are in `migrations.ts`, beside PostgreSQL's schema.
  */
-import { mysqlVersion, routine, type Schema } from "./migrations.js"
+import { mysqlVersion, routine, type Schema, tables } from "./migrations.js"
 
 /**
  * MySQL/MariaDB: which of `count` names may be taken now, for the poll that stands in for push hints
@@ -15,9 +15,7 @@ import { mysqlVersion, routine, type Schema } from "./migrations.js"
 export const mysqlFreeNames = (prefix: string, count: number): string => {
   const list = Array.from({ length: count }, () => "?").join(", ")
   const now = "UTC_TIMESTAMP(6)"
-  const lease = `${prefix}lease`
-  const session = `${prefix}session`
-  const waiter = `${prefix}pool_waiter`
+  const { lease, pool, poolWaiter: waiter, session } = tables(prefix)
   const holdsOf = (alias: string, pool: string) =>
     `FROM ${lease} ${alias} JOIN ${session} ${alias}s ON ${alias}s.id = ${alias}.session_id
     WHERE ${alias}.name > CONCAT(${pool}, '~') AND ${alias}.name < CONCAT(${pool}, '~~') AND ${alias}s.expires_at > ${now}`
@@ -27,7 +25,7 @@ AND (s.id IS NULL OR s.expires_at <= ${now})
 AND NOT EXISTS (SELECT 1 FROM ${waiter} w JOIN ${session} ws ON ws.id = w.session_id WHERE w.pool = l.name AND ws.expires_at > ${now})
 UNION ALL
 SELECT q.name AS name, q.session_id AS \`to\` FROM ${waiter} q
-JOIN ${session} s ON s.id = q.session_id JOIN ${prefix}pool p ON p.name = q.pool
+JOIN ${session} s ON s.id = q.session_id JOIN ${pool} p ON p.name = q.pool
 WHERE q.name IN (${list}) AND s.expires_at > ${now}
 AND NOT EXISTS (SELECT 1 FROM ${waiter} e JOIN ${session} es ON es.id = e.session_id
   WHERE e.pool = q.pool AND e.id < q.id AND es.expires_at > ${now})
@@ -61,11 +59,7 @@ const mysqlHoldWeight = (column: string): string =>
  * Version 3's procedures keep working beside these on the same tables (they never see hold names).
  */
 export const mysql = (prefix: string): Schema => {
-  const session = `${prefix}session`
-  const lease = `${prefix}lease`
-  const member = `${prefix}member`
-  const pool = `${prefix}pool`
-  const waiter = `${prefix}pool_waiter`
+  const { lease, member, pool, poolWaiter: waiter, session } = tables(prefix)
   const fn = (operation: string) => routine(prefix, mysqlVersion, operation)
   const id = "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin"
   const name = "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin"
