@@ -421,8 +421,7 @@ const makeOperations = (
         pipelineInWindow<undefined>(session, () => {
           // Granted meanwhile: a hold is given back by a release, never by a withdrawal.
           if (session.leases.has(name)) return []
-          const remove = removeChild(session, paths, name)
-          return remove === undefined ? [] : [remove]
+          return removeChild(session, paths, name)
         }),
         ([removed]) =>
           removed === undefined || removed.rc === Rc.ok || removed.rc === Rc.noNode
@@ -460,8 +459,7 @@ const makeOperations = (
         pipelineInWindow(session, () => {
           if (session.leases.get(name) !== token) return []
           // The hold's (or a queued writer's) child in the pool goes with it.
-          const child = removeChild(session, paths, name)
-          return [...deleteLeases(session, [[name, token]]), ...(child === undefined ? [] : [child])]
+          return [...deleteLeases(session, [[name, token]]), ...removeChild(session, paths, name)]
         }),
         (replies) => {
           const bad = replies.find((reply) => reply.rc !== Rc.ok && reply.rc !== Rc.noNode)
@@ -584,10 +582,7 @@ const makeOperations = (
       answerQueued(session)
       const held = [...session.leases]
       const groups = [...session.groups]
-      const children = [...session.poolChildren.keys()].flatMap((name) => {
-        const remove = removeChild(session, paths, name)
-        return remove === undefined ? [] : [remove]
-      })
+      const children = [...session.poolChildren.keys()].flatMap((name) => removeChild(session, paths, name))
       return pipeline<undefined>([
         ...deleteLeases(session, held),
         ...children,

@@ -142,20 +142,20 @@ const baseName = (path: string): string => path.slice(path.lastIndexOf("/") + 1)
 
 /**
  * The request that deletes the session's child for `name`, if it has one (and forgets it once the
- * server says it is gone). `undefined` when there is none.
+ * server says it is gone): none when it has no child.
  */
-export const removeChild = (session: Session, paths: Paths, name: string): Request<undefined> | undefined => {
+export const removeChild = (session: Session, paths: Paths, name: string): ReadonlyArray<Request<undefined>> => {
   const child = session.poolChildren.get(name)
   session.poolWaiting.delete(name)
-  if (child === undefined) return undefined
+  if (child === undefined) return []
   // Forgotten now: a look at the pool already on its way then grants nothing (see `grant`).
   session.poolChildren.delete(name)
-  return (done) =>
+  return [(done) =>
     session.handle.a_delete_(`${paths.pool(poolOf(name))}/${child}`, -1, (rc, message) => {
       // Still there: known again, so a later release or withdrawal deletes it.
       if (rc !== Rc.ok && rc !== Rc.noNode && !session.poolChildren.has(name)) session.poolChildren.set(name, child)
       done(rc, message, undefined)
-    })
+    })]
 }
 
 const failedRead = (reply: Reply<unknown>): boolean => reply.rc !== Rc.ok && reply.rc !== Rc.noNode
@@ -217,8 +217,8 @@ export const tryPool = (
 
   const conflict = (verdict: Extract<Verdict, { _tag: "Conflict" }>) => {
     const remove = removeChild(session, paths, name)
-    if (remove === undefined) return settled(verdict)
-    sendInWindow(session, () => [remove], ([removed]) =>
+    if (remove.length === 0) return settled(verdict)
+    sendInWindow(session, () => remove, ([removed]) =>
       removed!.rc === Rc.ok || removed!.rc === Rc.noNode ? settled(verdict) : fail(removed!))
   }
 
