@@ -134,7 +134,7 @@ export const holdCases = (tck: Tck): void => {
   tck.test("read-write: readers together, a writer alone, and a reader arriving after a waiting writer waits behind it", Effect.gen(function*() {
     const net = yield* SimbaTest.networkFromContext
     const name = yield* uniqueName("rw")
-    const [a, b, c, d] = yield* SimbaTest.makeClients(net, 4, config)
+    const [a, b, c, d, e] = yield* SimbaTest.makeClients(net, 5, config)
     const readA = yield* holdOpen(a!.client.readLock(name))
     const readB = yield* holdOpen(b!.client.readLock(name))
     const termA = yield* awaitFiber(tck, "a's read lock", readA.taking, within(tck, 2 * R))
@@ -144,6 +144,17 @@ export const holdCases = (tck: Tck): void => {
     const writer = yield* Effect.fork(c!.client.withWriteLock(name, (term) =>
       Effect.sync(() => order.push("write")).pipe(Effect.zipRight(Effect.sleep(Duration.millis(50))), Effect.as(term.token))))
     yield* tck.advance(Duration.millis(R / 2))
+    // c's request waits on the store before d asks (a loaded machine can delay it past any fixed
+    // pause): once a writer waits, a try for a read lock is refused.
+    yield* eventually(
+      tck,
+      "c's write request queued",
+      Effect.map(
+        Effect.either(e!.client.withReadLock(name, Effect.void, { timeout: 0, awaitRelease: true })),
+        (tried) => Either.isLeft(tried) && tried.left._tag === "LockTimeoutError" ? Option.some(true) : Option.none()
+      ),
+      within(tck, 3 * R)
+    )
     const reader = yield* Effect.fork(d!.client.withReadLock(name, (term) => Effect.sync(() => order.push("read")).pipe(Effect.as(term.token))))
     yield* tck.advance(Duration.millis(R / 2))
     expect(order).toEqual([])
