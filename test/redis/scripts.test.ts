@@ -1,7 +1,7 @@
 /**
  * The Lua scripts as declared in `scripts.ts`: their parameters never shadow a function or constant
- * of the shared prelude, and each one compiles on the real server to the SHA the backend sends with
- * `EVALSHA`.
+ * of the shared prelude, each one defines the part of the prelude it calls (and, in order, what that
+ * calls), and each one compiles on the real server to the SHA the backend sends with `EVALSHA`.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -17,6 +17,36 @@ describe("Redis scripts", () => {
       for (const param of params) expect(preludeNames.has(param), `${script.name}: ${param}`).toBe(false)
       expect(new Set(params).size, script.name).toBe(params.length)
     }
+  })
+
+  it("no string literal of the prelude holds a comment's start (the selection strips comments so)", () => {
+    for (const line of Scripts.prelude.split("\n")) {
+      const code = line.split("--")[0]!
+      expect((code.match(/'/g) ?? []).length % 2, line).toBe(0)
+      expect((code.match(/"/g) ?? []).length % 2, line).toBe(0)
+    }
+  })
+
+  it("each script defines every prelude name it mentions before the code that mentions it, and no more than it needs", () => {
+    const preludeNames = new Set([...Scripts.prelude.matchAll(/^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]!))
+    const mentioned = (lua: string) =>
+      new Set((lua.replace(/--.*$/gm, "").match(/[A-Za-z_][A-Za-z0-9_]*/g) ?? []).filter((id) => preludeNames.has(id)))
+    for (const { script } of Scripts.all) {
+      // The script's top-level statements: a prelude definition each, then the bindings and the body.
+      const statements = script.lua.split(/\n(?=local |if )/)
+      const defined = new Set<string>()
+      for (const statement of statements) {
+        const name = /^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/.exec(statement)?.[1]
+        if (name !== undefined && preludeNames.has(name)) defined.add(name)
+        for (const use of mentioned(statement)) expect(defined.has(use), `${script.name}: ${use} before its definition`).toBe(true)
+      }
+    }
+    const definedIn = (name: string) =>
+      new Set([...Scripts.all.find((s) => s.script.name === name)!.script.lua.matchAll(/^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]!))
+    expect(definedIn("acquire")).toContain("acquire")
+    expect(definedIn("acquire")).not.toContain("renew_home")
+    expect(definedIn("renew")).not.toContain("acquire")
+    expect(definedIn("open").size).toBeLessThan(5)
   })
 
   it.scopedLive("every script compiles, to the SHA the backend sends", () =>

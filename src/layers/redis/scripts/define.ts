@@ -8,9 +8,9 @@ import type * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
-import { prelude } from "./prelude.js"
+import { preludeFor } from "./prelude.js"
 
-/** A script as Redis runs it (prelude, parameter bindings, body), with its SHA1 for `EVALSHA`. */
+/** A script as Redis runs it (the prelude it uses, parameter bindings, body), with its SHA1 for `EVALSHA`. */
 export interface Script {
   readonly name: string
   readonly lua: string
@@ -86,7 +86,8 @@ export const define = <
 ): Caller<Keys, Args, KR, AR, A> => {
   const { args, keys, restArgs, restKeys } = params
   const shebang = params.flags === undefined ? [] : [`#!lua flags=${params.flags.join(",")}`]
-  const lua = [...shebang, prelude, bind("KEYS", keys, restKeys), bind("ARGV", args, restArgs), body].join("\n")
+  const code = [bind("KEYS", keys, restKeys), bind("ARGV", args, restArgs), body].join("\n")
+  const lua = [...shebang, preludeFor(code), code].join("\n")
   const script: Script = { name, lua, sha: createHash("sha1").update(lua).digest("hex") }
   const decode = Schema.decodeUnknownEither(params.reply)
   const call = (keyValues: Named<Keys, KR, string>, argValues: Named<Args, AR, Arg>): Call<A> => ({

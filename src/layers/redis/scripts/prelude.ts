@@ -1,7 +1,7 @@
 /**
- * The Lua every script starts with: the functions the scripts share (server time, expiry, group
- * membership, the mode, tokens, lock-delay, the FIFO hand-off and the acquire itself). It is one
- * text, so that a helper is written once and every script's SHA1 covers all of it; the two limits it
+ * The Lua the scripts share: the functions (server time, expiry, group membership, the mode, tokens,
+ * lock-delay, the FIFO hand-off and the acquire itself) written once, of which each script starts
+ * with the part it calls (`preludeFor`), so its SHA1 covers what it runs; the two limits it
  * interpolates are exported beside it for the scripts' callers and tests.
  */
 /**
@@ -22,7 +22,7 @@ export const reservationMillis = 250
  */
 export const queueScanBatch = 32
 
-/** The Lua every script starts with. Its function names are never parameter names (checked by a test). */
+/** The shared Lua. Its function names are never parameter names (checked by a test). */
 import { poolLua } from "./poolLua.js"
 
 export const prelude = `
@@ -554,3 +554,58 @@ local function renew_home(ttl, known_seq, home, home_slots, home_groups)
   return {'live', rem, seq, listed, redis.call('SMEMBERS', home_groups)}
 end
 `
+
+/**
+ * One top-level statement of the prelude: what it defines (a function or a constant; `undefined` for a
+ * statement every script runs) and its text, with the comment lines just above it.
+ */
+interface Definition {
+  readonly name: string | undefined
+  readonly text: string
+  /** The prelude names its code (comments left out) mentions. */
+  readonly mentions: ReadonlySet<string>
+}
+
+const identifiers = (lua: string): Set<string> =>
+  // No string literal of the prelude holds "--" (a test checks), so a comment is "--" to the line's end.
+  new Set(lua.replace(/--.*$/gm, "").match(/[A-Za-z_][A-Za-z0-9_]*/g) ?? [])
+
+/** The prelude as its top-level statements, in order (a statement starts at column 0; `end` closes one). */
+const definitions: ReadonlyArray<Definition> = (() => {
+  const blocks: Array<{ name: string | undefined; lines: Array<string> }> = []
+  let comments: Array<string> = []
+  for (const line of prelude.split("\n")) {
+    if (line.startsWith("--")) comments.push(line)
+    else if (/^[a-z]/.test(line) && line !== "end") {
+      const name = /^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/.exec(line)?.[1]
+      blocks.push({ name, lines: [...comments, line] })
+      comments = []
+    } else if (line.trim() !== "" || blocks.length > 0) blocks[blocks.length - 1]?.lines.push(line)
+  }
+  const names = new Set(blocks.flatMap((block) => block.name === undefined ? [] : [block.name]))
+  return blocks.map(({ lines, name }) => {
+    const text = lines.join("\n")
+    const mentions = new Set([...identifiers(text)].filter((id) => names.has(id) && id !== name))
+    return { name, text, mentions }
+  })
+})()
+
+/**
+ * The part of the prelude a script whose own code is `code` runs: the definitions it mentions, and
+ * theirs, in the prelude's order. Running a definition costs the server time on every call (the whole
+ * prelude is ~20 µs a call), so a script defines only what it can call.
+ */
+export const preludeFor = (code: string): string => {
+  const needed = new Set<string>()
+  const visit = (names: Iterable<string>): void => {
+    for (const name of names) {
+      if (needed.has(name)) continue
+      const definition = definitions.find((d) => d.name === name)
+      if (definition === undefined) continue
+      needed.add(name)
+      visit(definition.mentions)
+    }
+  }
+  visit(identifiers(code))
+  return definitions.filter((d) => d.name === undefined || needed.has(d.name)).map((d) => d.text).join("\n")
+}
