@@ -12,14 +12,13 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Schedule from "effect/Schedule"
 import { randomBytes } from "node:crypto"
 import { type Hint, LeaseBackend } from "../../src/LeaseBackend.js"
 import * as LeaseName from "../../src/LeaseName.js"
 import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { pgUrl } from "./SqlServers.js"
-import { granted, heardHints, live } from "../support/replies.js"
+import { granted, heardHints, hintsFlow, live } from "../support/replies.js"
 import { dropPostgresPrefix } from "../support/freshSchemas.js"
 
 const ttl = Duration.millis(4000)
@@ -35,17 +34,7 @@ const read = (pool: string, id: string) => LeaseName.holdName({ pool, mode: "rea
 const heardHintsReady = Effect.gen(function*() {
   const b = yield* LeaseBackend
   const { waitFor } = yield* heardHints
-  // The listener is up once a release comes back as a hint.
-  const ready = Effect.gen(function*() {
-    const sid = (yield* b.openSession(ttl)).sessionId
-    const name = unique("warm-up")
-    yield* Effect.gen(function*() {
-      const token = granted(yield* b.acquire(sid, name))
-      yield* b.release(sid, name, token)
-      yield* waitFor((hint) => hint._tag === "Released" && hint.name === name, "300 millis")
-    }).pipe(Effect.retry(Schedule.recurs(15)))
-    yield* b.closeSession(sid)
-  })
+  const ready = hintsFlow(waitFor, () => unique("warm-up"), ttl).pipe(Effect.provideService(LeaseBackend, b))
   return { waitFor, ready }
 })
 

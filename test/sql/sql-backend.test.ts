@@ -21,7 +21,7 @@ import * as Migrations from "../../src/layers/sql/migrations.js"
 import * as MysqlBackend from "../../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../../src/layers/sql/PgBackend.js"
 import { mysqlUrl, pgUrl } from "./SqlServers.js"
-import { granted, heardHints, live } from "../support/replies.js"
+import { granted, heardHints, hintsFlow, live } from "../support/replies.js"
 
 const ttl = Duration.millis(1500)
 
@@ -303,13 +303,7 @@ describe("SQL backend (postgres): hints", () => {
       const released = (name: string) => (hint: Hint) => hint._tag === "Released" && hint.name === name
       const holder = (yield* b.openSession(ttl)).sessionId
       const waiter = (yield* b.openSession(ttl)).sessionId
-      // The listener is up once a release comes back as a hint.
-      const warmUp = unique("warm-up")
-      yield* Effect.gen(function*() {
-        const token = granted(yield* b.acquire(holder, warmUp))
-        yield* b.release(holder, warmUp, token)
-        yield* waitFor(released(warmUp)).pipe(Effect.timeout(Duration.millis(300)))
-      }).pipe(Effect.retry(Schedule.recurs(20)))
+      yield* hintsFlow(waitFor, () => unique("warm-up"), ttl)
 
       const [waited, after] = [unique("waited"), unique("after")]
       granted(yield* b.acquire(holder, waited))
@@ -323,11 +317,25 @@ describe("SQL backend (postgres): hints", () => {
       // missed its release while disconnected), without any release happening.
       yield* waitFor(released(waited))
       // And notifications flow again.
-      const token = granted(yield* b.acquire(holder, after))
-      yield* b.release(holder, after, token)
-      yield* waitFor(released(after))
+      yield* hintsFlow(waitFor, () => after, ttl)
       yield* b.closeSession(holder)
       yield* b.closeSession(waiter)
+    }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
+
+  it.live("a release with nobody queued notifies nothing; a closed session notifies each lease it held", () =>
+    Effect.gen(function*() {
+      const b = yield* LeaseBackend
+      const { seen, waitFor } = yield* heardHints
+      const released = (name: string) => (hint: Hint) => hint._tag === "Released" && hint.name === name
+      yield* hintsFlow(waitFor, () => unique("warm-up"), ttl)
+      const sid = (yield* b.openSession(ttl)).sessionId
+      const [quiet, closed] = [unique("quiet"), unique("closed")]
+      yield* b.release(sid, quiet, granted(yield* b.acquire(sid, quiet)))
+      granted(yield* b.acquire(sid, closed))
+      yield* b.closeSession(sid)
+      // One channel, delivered in commit order: once the close's hint is here, the release's would be.
+      yield* waitFor(released(closed))
+      expect((yield* seen).some(released(quiet))).toBe(false)
     }).pipe(Effect.provide(Layer.merge(PgBackend.layer({ url: pgUrl, tablePrefix: "simba_t_pgx_" }), pgClient)), Effect.scoped), 30_000)
 
   it.live("a session refused a lease whose grant reserved a block tells its holder (w:<holder>:<name>); a grant of one token does not", () =>
@@ -417,19 +425,10 @@ describe("SQL backend: layerWithClient", () => {
       }
     }), 30_000)
 
-  it.live("PostgreSQL: on a PgClient configured by host and port, releases come back as hints", () =>
+  it.live("PostgreSQL: on a PgClient configured by host and port, hints arrive", () =>
     Effect.gen(function*() {
-      const b = yield* LeaseBackend
       const { waitFor } = yield* heardHints
-      const sessionId = (yield* b.openSession(ttl)).sessionId
-      const name = unique("from-client")
-      // The LISTEN connection may take a round trip to be up: release until the hint comes back.
-      yield* Effect.gen(function*() {
-        const token = granted(yield* b.acquire(sessionId, name))
-        yield* b.release(sessionId, name, token)
-        yield* waitFor((hint) => hint._tag === "Released" && hint.name === name, "300 millis")
-      }).pipe(Effect.retry(Schedule.recurs(20)))
-      yield* b.closeSession(sessionId)
+      yield* hintsFlow(waitFor, () => unique("from-client"), ttl)
     }).pipe(
       Effect.provide(
         PgBackend.layerWithClient({ tablePrefix: "simba_t_pgx_" }).pipe(

@@ -5,6 +5,7 @@
 import { expect } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { type AcquireReply, type Hint, type KeepAliveReply, LeaseBackend } from "../../src/LeaseBackend.js"
@@ -44,3 +45,22 @@ export const heardHints = Effect.gen(function*() {
     )
   return { seen: SubscriptionRef.get(received), waitFor }
 })
+
+/**
+ * Returns once the backend's hints reach `waitFor` (a `LISTEN` connection may take a round trip to
+ * be up): a session holding `name(attempt)` closes, which PostgreSQL notifies (`r:<name>`), until
+ * that comes back as a `Released` hint.
+ */
+export const hintsFlow = (
+  waitFor: (predicate: (hint: Hint) => boolean, within?: Duration.DurationInput) => Effect.Effect<void, Error>,
+  name: () => string,
+  ttl: Duration.Duration
+) =>
+  Effect.gen(function*() {
+    const b = yield* LeaseBackend
+    const probe = name()
+    const sid = (yield* b.openSession(ttl)).sessionId
+    granted(yield* b.acquire(sid, probe))
+    yield* b.closeSession(sid)
+    yield* waitFor((hint) => hint._tag === "Released" && hint.name === probe, "300 millis")
+  }).pipe(Effect.retry(Schedule.recurs(20)))

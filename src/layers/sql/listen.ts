@@ -1,6 +1,7 @@
 /**
  * PostgreSQL hints: the routines `pg_notify` one channel (`<prefix>hints`) in the transaction of the
- * change, with `r:<lease>` for a release nobody waited for (and for each lease of a closed session),
+ * change, with `r:<lease>` for a release whose queued waiters were all gone or had to wait out a
+ * lock-delay (a release with nobody queued notifies nothing) and for each lease of a closed session,
  * `h:<session>:<token>:<lease>` for a release that handed the lease to a waiter, and `g:<group>`
  * for a membership change. They are received on one dedicated connection of the raw `pg` driver
  * (`@effect/sql-pg`'s own `listen` stops silently after a lost connection), which reconnects with a

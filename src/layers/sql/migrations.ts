@@ -322,8 +322,8 @@ BEGIN
   RETURN json_build_object('lost', v_found, 'status', 'granted', 'token', v_token::text, 'reserved', p_block);
 END $f$`,
       // A release hands the lease to the first waiter still alive, in the same transaction (the next
-      // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with nobody
-      // waiting, or during a lock-delay, it notifies `r:<name>`. Session rows are locked in id order,
+      // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with waiters
+      // queued but none alive, or during a lock-delay, it notifies `r:<name>`; with none queued, nothing. Session rows are locked in id order,
       // as in acquire. A hold's release, and a writer's while its pool lives, serve the pool instead.
       `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint, p_delay bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
@@ -369,10 +369,12 @@ BEGIN
   END LOOP;
   UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
   IF v_next IS NULL THEN
+    -- Waiters queued but none taken (all gone, or a lock-delay runs): they hear of the free lease.
+    -- With nobody queued nobody is told: every client's LISTEN connection would wake for it.
     IF v_queued THEN
       UPDATE ${lease} SET session_id = NULL WHERE name = p_name;
+      ${notify("'r:' || p_name")}
     END IF;
-    ${notify("'r:' || p_name")}
   ELSE
     UPDATE ${lease} SET session_id = v_next, token = ${floored("p_token + 1", "clock_timestamp()")}, acquired_at = clock_timestamp(),
       cached = false WHERE name = p_name RETURNING token INTO v_token;
