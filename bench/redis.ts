@@ -50,7 +50,8 @@ import {
   serverStats,
   sleep,
   sleepUntil,
-  waitBeforeRelease
+  waitBeforeRelease,
+  WARMUP
 } from "./util.js"
 
 export const LEASE_MS = 3000
@@ -263,13 +264,8 @@ export interface SimbaUncontendedResult extends UncontendedResult {
 }
 
 export const RUNS = 2000
-/**
- * Warm-up runs before each timed series, the peers' and Simba's alike: enough for V8 to have
- * optimized the code on the path (Simba's is larger than a peer's and settles later: at 1,000 its CPU
- * per pair still carried the optimizing compiler's threads, ~1.5-2x its steady figure). A service
- * taking locks all day runs warm; the figures are of that state.
- */
-export const WARMUP = 4000
+/** Warm-up runs before each timed series (see `WARMUP` in `util.ts`). */
+export { WARMUP }
 
 /**
  * Server commands per operation: 5 batches of `batch` operations, each between two `INFO` readings;

@@ -9,8 +9,8 @@
  *
  * Per database, in one process, tables under the prefix `simba_bench_`:
  * - floor: `SELECT 1` through the same `@effect/sql` client, median of 1,000;
- * - uncontended: `withLock` on a fresh name (Simba client, lease 3 s), median of 500 after 100
- *   warm-up; the backend alone (acquire + release): latency, process CPU time and round trips;
+ * - uncontended: `withLock` on a fresh name (Simba client, lease 3 s), median of 500 after `WARMUP`
+ *   (4,000) warm-up runs, as every series of the pair here (see `WARMUP` in `util.ts`); the backend alone (acquire + release): latency, process CPU time and round trips;
  *   beside it the raw advisory-lock pair on one reserved connection (PostgreSQL `pg_advisory_lock` +
  *   `pg_advisory_unlock`, which is what the `advisory-lock` package sends; MySQL `GET_LOCK` +
  *   `RELEASE_LOCK`), and the durable floor of any acquire + release that survives a crash: two
@@ -50,7 +50,8 @@ import * as MysqlBackend from "../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../src/layers/sql/PgBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { SimbaClient } from "../src/Simba.js"
-import { median, now, percentile, randomHex, sleep, waitBeforeRelease } from "./util.js"
+import { median, now, percentile, randomHex, sleep, WARMUP, waitBeforeRelease } from "./util.js"
+import { dropMysqlPrefix, dropPostgresPrefix } from "../test/support/freshSchemas.js"
 import type { SqlRow } from "./rows.js"
 
 const pgUrl = process.env["BENCH_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -219,6 +220,9 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
   Effect.gen(function*() {
     const run = randomHex(4)
     const sql = yield* SqlClient
+    // A schema of this run's source, in empty tables: the migration installs nothing where it finds
+    // its version's marker, which an earlier run of the bench may have left.
+    yield* (db === "postgres" ? dropPostgresPrefix(prefix) : dropMysqlPrefix(prefix))
     let floor: ReadonlyArray<number> = [skipped]
     if (only.has("floor")) {
       log(`${db}: floor`)
@@ -242,7 +246,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       const pair = (name: string) =>
         Effect.flatMap(backend.acquire(sessionId, name), (reply) =>
           reply._tag === "Granted" ? backend.release(sessionId, name, reply.token) : Effect.dieMessage(reply._tag))
-      yield* timed(100, (i) => pair(`b-warm-${run}-${i}`))
+      yield* timed(WARMUP, (i) => pair(`b-warm-${run}-${i}`))
       const queries0 = yield* Ref.get(count)
       const cpu0 = process.cpuUsage()
       backendOnly = yield* timed(500, (i) => pair(`b-${run}-${i}`))
@@ -251,10 +255,10 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       backendOnlyRoundTrips = ((yield* Ref.get(count)) - queries0) / 500
       yield* backend.closeSession(sessionId)
       const client = yield* clientOn(backend)
-      yield* timed(100, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
+      yield* timed(WARMUP, (i) => client.withLock(`u-warm-${run}-${i}`, Effect.void))
       uncontended = yield* timed(500, (i) => client.withLock(`u-${run}-${i}`, Effect.void))
       const kept = () => client.withLock(`kept-${run}`, Effect.void, { keep: "1 second" })
-      yield* timed(100, kept)
+      yield* timed(WARMUP, kept)
       const cachedCpu0 = process.cpuUsage()
       cached = yield* timed(500, kept)
       const cachedUsed = process.cpuUsage(cachedCpu0)
@@ -270,7 +274,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
             conn.executeRaw("SELECT GET_LOCK(?, 10)", [`bench-${run}-${key}`]),
             conn.executeRaw("SELECT RELEASE_LOCK(?)", [`bench-${run}-${key}`])
           )
-        yield* timed(100, (i) => lock(1_000_000 + i))
+        yield* timed(WARMUP, (i) => lock(1_000_000 + i))
         const peer = yield* timed(500, (i) => lock(i))
         // Two autocommitted one-row updates: what any acquire + release that survives a crash costs at least.
         const table = floorTable(prefix)
@@ -288,13 +292,13 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
         const update = db === "postgres"
           ? conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [id])
           : conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ?`, [id])
-        yield* timed(100, () => Effect.zipRight(update, update))
+        yield* timed(WARMUP, () => Effect.zipRight(update, update))
         const commits = yield* timed(500, () => Effect.zipRight(update, update))
         // PostgreSQL: the same two commits without waiting for the flush, as Simba's routines commit.
         const unflushed = db === "postgres"
           ? yield* Effect.gen(function*() {
             yield* conn.executeRaw("SET synchronous_commit = off", [])
-            yield* timed(100, () => Effect.zipRight(update, update))
+            yield* timed(WARMUP, () => Effect.zipRight(update, update))
             const samples = yield* timed(500, () => Effect.zipRight(update, update))
             yield* conn.executeRaw("RESET synchronous_commit", [])
             return samples
@@ -559,12 +563,13 @@ export const main = async (
   console.log()
   const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
   console.log("Targets:")
+  console.log(`  PostgreSQL: uncontended <= 2.5× the advisory-lock pair: ${(pg.uncontended / pg.peerPair).toFixed(2)}× → ${verdict(pg.uncontended <= 2.5 * pg.peerPair)} (its two commits without the flush alone are ${(pg.unflushedFloor / pg.peerPair).toFixed(2)}× the pair)`)
+  console.log(`  MySQL/MariaDB: uncontended <= 3× the GET_LOCK pair, or the durable floor that stops it: ${(my.uncontended / my.peerPair).toFixed(2)}× the pair, ${(my.uncontended / my.commitFloor).toFixed(2)}× the durable floor (itself ${(my.commitFloor / my.peerPair).toFixed(2)}× the pair) → ${verdict(my.uncontended <= Math.max(3 * my.peerPair, my.commitFloor))}`)
   for (const [label, r] of [["PostgreSQL", pg], ["MySQL/MariaDB", my]] as const) {
-    console.log(`  ${label}: uncontended within 1.5× of the advisory-lock pair: ${(r.uncontended / r.peerPair).toFixed(2)}× → ${verdict(r.uncontended <= 1.5 * r.peerPair)} (the durable floor alone is ${(r.commitFloor / r.peerPair).toFixed(2)}× the pair)`)
     console.log(`  ${label}: renewal one round trip per interval: ${r.renewQueriesPerInterval.toFixed(2)} → ${verdict(r.renewQueriesPerInterval <= 1.05)}; rows touched ${r.renewRowsTouched}`)
     console.log(`  ${label}: failover ≤ leaseDuration + renewInterval (2,667 ms): max ${r.failoverMax.toFixed(0)} ms → ${verdict(r.failoverMax <= 2667)}`)
   }
-  console.log(`  PostgreSQL handover median < 2 ms: ${pg.handoverMedian.toFixed(2)} ms → ${verdict(pg.handoverMedian < 2)} (floor, a durable UPDATE + pg_notify heard by a listener after the same idle: ${pg.handoverFloor.toFixed(2)} ms)`)
+  console.log(`  PostgreSQL handover median < 1.5 ms: ${pg.handoverMedian.toFixed(2)} ms → ${verdict(pg.handoverMedian < 1.5)} (floor, a durable UPDATE + pg_notify heard by a listener after the same idle: ${pg.handoverFloor.toFixed(2)} ms)`)
   console.log(`  PostgreSQL with no waiter queries: ${(pg.waiterQueriesPerHandover - 1).toFixed(2)} queries per handover beyond the first try; while waiting ${pg.waiterPollsPerSecond.toFixed(1)} queries/s besides renewals, the candidate's retry timer (every renewInterval / 2 + jitter), none to learn of a release`)
   console.log(`  MySQL handover median < 100 ms at ≤ 20 queries/s: ${my.handoverMedian.toFixed(1)} ms, ${my.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(my.handoverMedian < 100 && my.waiterQueriesPerSecond <= 20)}`)
   console.log(complete ? `Wrote ${out}` : "Some sections left out (--only): nothing written")

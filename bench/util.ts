@@ -23,6 +23,14 @@ import type { SimbaClient } from "../src/Simba.js"
 
 export const redisUrl = process.env["BENCH_REDIS_URL"] ?? "redis://127.0.0.1:6379"
 
+/**
+ * Warm-up runs before each timed series, the peers' and Simba's alike, on every backend: enough for V8 to have
+ * optimized the code on the path (Simba's is larger than a peer's and settles later: at 1,000 its CPU
+ * per pair still carried the optimizing compiler's threads, ~1.5-2x its steady figure). A service
+ * taking locks all day runs warm; the figures are of that state.
+ */
+export const WARMUP = 4000
+
 /** Milliseconds on a monotonic wall clock (the bench only; `src/` never reads a wall clock). */
 export const now = (): number => performance.now()
 

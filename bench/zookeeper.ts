@@ -10,7 +10,7 @@
  *
  * In one process, nodes under `/simba-bench`:
  * - floor: raw addon `exists` round trip, and ephemeral create + delete, medians of 1,000 after 200;
- * - uncontended: `withLock` on a fresh name (Simba client, lease 3 s), median of 1,000 after 200; the
+ * - uncontended: `withLock` on a fresh name (Simba client, lease 3 s), median of 1,000 after `WARMUP`; the
  *   backend alone (acquire + release);
  * - handover: a holder (its own backend) releases while a waiter (another backend) waits 10–40 ms:
  *   release → waiter holds, 30 runs after 5; the waiter's backend calls per handover (the watch
@@ -41,7 +41,7 @@ import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as ZookeeperBackend from "../src/layers/zookeeper/ZookeeperBackend.js"
 import * as Simba from "../src/Simba.js"
 import * as SimbaConfig from "../src/SimbaConfig.js"
-import { median, now, percentile, randomHex, sleep, waitBeforeRelease } from "./util.js"
+import { median, now, percentile, randomHex, sleep, WARMUP, waitBeforeRelease } from "./util.js"
 import type { ZkRow } from "./rows.js"
 
 const servers = process.env["BENCH_ZK_CONNECT"] ?? "127.0.0.1:2181"
@@ -192,7 +192,7 @@ const run = (log: (line: string) => void) =>
       const uCalls = new Map<string, number>()
       const backend = yield* backendOf(uCalls)
       const client = yield* clientOn(backend)
-      yield* timedEffect(200, (i) => client.withLock(`u-${tag}-warm-${i}`, Effect.void))
+      yield* timedEffect(WARMUP, (i) => client.withLock(`u-${tag}-warm-${i}`, Effect.void))
       const uncontended = yield* timedEffect(1000, (i) => client.withLock(`u-${tag}-${i}`, Effect.void))
       const session = yield* backend.openSession(Duration.millis(leaseMs))
       const backendOnly = yield* timedEffect(1000, (i) =>

@@ -36,9 +36,10 @@ export const dropPostgresPrefix = (prefix: string) => Effect.gen(function*() {
 
 const dropPostgres = dropPostgresPrefix(testPrefix).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), maxConnections: 1 })))
 
-const dropMysql = Effect.gen(function*() {
+/** Drops the MySQL/MariaDB routines and tables whose names start with `prefix` (needs a `SqlClient`). */
+export const dropMysqlPrefix = (prefix: string) => Effect.gen(function*() {
   const sql = yield* SqlClient
-  const like = startingWith(testPrefix)
+  const like = startingWith(prefix)
   const routines = yield* sql.unsafe<{ name: string; type: string }>(
     "SELECT ROUTINE_NAME AS name, ROUTINE_TYPE AS type FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
     [like]
@@ -49,7 +50,9 @@ const dropMysql = Effect.gen(function*() {
     [like]
   )
   for (const { name } of tables) yield* sql.unsafe(`DROP TABLE IF EXISTS \`${name}\``)
-}).pipe(Effect.provide(MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 1 })))
+})
+
+const dropMysql = dropMysqlPrefix(testPrefix).pipe(Effect.provide(MysqlClient.layer({ url: Redacted.make(mysqlUrl), maxConnections: 1 })))
 
 export default function freshSchemas(): Promise<void> {
   return Effect.runPromise(Effect.all([dropPostgres, dropMysql], { concurrency: 2, discard: true }))
