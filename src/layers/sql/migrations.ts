@@ -323,8 +323,9 @@ BEGIN
 END $f$`,
       // A release hands the lease to the first waiter still alive, in the same transaction (the next
       // token, as its own acquire would get), and notifies `h:<session>:<token>:<name>`; with waiters
-      // queued but none alive, or during a lock-delay, it notifies `r:<name>`; with none queued, nothing. Session rows are locked in id order,
-      // as in acquire. A hold's release, and a writer's while its pool lives, serve the pool instead.
+      // queued but none alive, or during a lock-delay, it notifies `r:<name>`; with none queued,
+      // nothing (a waiter that queued after the peek is found by the loop). Session rows are locked in
+      // id order, as in acquire. A hold's release, and a writer's while its pool lives, serve the pool instead.
       `CREATE OR REPLACE FUNCTION ${fn("release")}(p_sid varchar, p_name varchar, p_token bigint, p_delay bigint) RETURNS json LANGUAGE plpgsql AS $f$
 DECLARE
   v_next varchar;
