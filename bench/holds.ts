@@ -15,7 +15,7 @@
 import * as Effect from "effect/Effect"
 import { MultiSemaphore, Semaphore } from "redis-semaphore"
 import * as R from "./redis.js"
-import { newRedis, now, quit, roundTrips, roundTripsSince, sleep, sleepUntil } from "./util.js"
+import { newRedis, now, quit, roundTrips, roundTripsSince, sleep, sleepUntil, WARMUP } from "./util.js"
 
 export const LIMIT = 3
 const peerOptions = { lockTimeout: R.LEASE_MS, acquireTimeout: 3_600_000 }
@@ -39,7 +39,7 @@ const timed = async (n: number, op: () => Promise<unknown>): Promise<Array<numbe
 }
 
 const measured = async (connection: string, op: () => Promise<unknown>): Promise<UncontendedHolds> => {
-  await timed(R.WARMUP, op)
+  await timed(WARMUP, op)
   const trips = roundTrips(connection)
   const [samples, cpuPerPair] = await R.withCpu(R.RUNS, () => timed(R.RUNS, op))
   const during = roundTripsSince(connection, trips)

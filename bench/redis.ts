@@ -264,8 +264,6 @@ export interface SimbaUncontendedResult extends UncontendedResult {
 }
 
 export const RUNS = 2000
-/** Warm-up runs before each timed series (see `WARMUP` in `util.ts`). */
-export { WARMUP }
 
 /**
  * Server commands per operation: 5 batches of `batch` operations, each between two `INFO` readings;

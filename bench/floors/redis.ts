@@ -26,10 +26,9 @@ import {
   RUNS,
   simbaBackend,
   timeSequential,
-  WARMUP,
   withCpu
 } from "../redis.js"
-import { newRedis, now, quit, sleep, waitBeforeRelease } from "../util.js"
+import { newRedis, now, quit, sleep, waitBeforeRelease, WARMUP } from "../util.js"
 import * as Shape from "./shape.js"
 
 /**
