@@ -179,17 +179,22 @@ export const processes = (): Processes => {
   }
 }
 
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.on("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on right now, below the kernel's ephemeral range
+ * (32768-60999 here): a port the kernel picked would be free only until some test's outgoing
+ * connection took it as its local port, before the server meant for it could bind it.
+ */
+export const freePort = async (): Promise<number> => {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000)
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer()
+      server.once("error", () => resolve(false))
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
     })
-  })
+    if (free) return port
+  }
+}
 
 /** Polls `attempt` every 50 ms until it resolves, for at most `timeoutMs`; then rejects with its last error. */
 export const retryUntil = async <A>(what: string, attempt: () => Promise<A>, timeoutMs: number): Promise<A> => {

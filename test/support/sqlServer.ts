@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { chmodSync, mkdtempSync, openSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
+import { freePort } from "./processes.js"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 
@@ -28,15 +28,6 @@ export interface PrivateSqlServer {
 
 /** Whether this process may start private servers. */
 export const canStartPrivateServers = process.getuid?.() === 0
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
 
 const privateDir = (label: string, owner: string) => {
   const dir = mkdtempSync(join(tmpdir(), `simba-${label}-private-`))
