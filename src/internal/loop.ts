@@ -1,6 +1,7 @@
 /**
  * The loop fiber: takes the queued inputs, runs `Engine.step` on each with `now` from the clock, and
- * performs the commands in order. Only this fiber sets the engine state.
+ * performs the commands in order. One taker at a time sets the engine state: this fiber, or, while it
+ * waits for an input, the call that offers one (`takeNow`, see `Mailbox.offer`).
  *
  * Most commands are done synchronously (a backend call started, a deadline cell, a completion, an
  * event published with no log line to write, a timer cancelled, a lock's grant): only the ones that
@@ -93,19 +94,25 @@ const handle = (shell: Shell, input: LoopInput, loop: LoopFiber): Effect.Effect<
 
 /**
  * Handles the queued inputs in order, in one go, until one leaves an Effect to run, the mailbox is
- * empty, or the event loop must turn (`Mailbox.mustYield`); returns that Effect, the wait for the
- * next input, or the turn. Most inputs of a lock leave nothing to run, so a burst of them costs the
- * runtime one operation rather than a dozen each.
+ * empty, or the event loop must turn (`Mailbox.mustYield`); returns that Effect or the turn
+ * (`undefined`: the mailbox is empty). Most inputs of a lock leave nothing to run, so a burst of them
+ * costs the runtime one operation rather than a dozen each. Runs in the loop fiber, or in the call
+ * of an offer while the loop fiber waits for an input (`Mailbox.offer`): either way the only one
+ * running, and what it leaves to run is run by the loop fiber before the next input.
  */
-const drain = (shell: Shell, loop: LoopFiber): Effect.Effect<void> => {
+const takeNow = (shell: Shell, loop: LoopFiber): Effect.Effect<void> | undefined => {
   const box = shell.events
   for (;;) {
-    if (Mailbox.size(box) === 0) return Mailbox.waitForItem(box)
+    if (Mailbox.size(box) === 0) return undefined
     if (Mailbox.mustYield(box)) return Mailbox.nextTurn
     const pending = handle(shell, Mailbox.poll(box), loop)
     if (pending !== undefined) return pending
   }
 }
+
+/** The loop fiber's turn: what `takeNow` leaves, or the wait for the next input. */
+const drain = (shell: Shell, loop: LoopFiber): Effect.Effect<void> =>
+  takeNow(shell, loop) ?? Mailbox.waitForItem(shell.events)
 
 /** The loop, forever. */
 export const run = (shell: Shell): Effect.Effect<never> =>
@@ -119,6 +126,7 @@ export const run = (shell: Shell): Effect.Effect<never> =>
         fork: Runtime.runFork(runtime),
         direct: LeaseBackend.directOf(shell.backend, tracer)
       }
+      Mailbox.setTaker(shell.events, () => takeNow(shell, loop))
       // Not `Effect.forever`, which yields to the scheduler after every event.
       return Effect.whileLoop({
         while: () => true,

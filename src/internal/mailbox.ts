@@ -3,6 +3,13 @@
  * its taker waits, which here is once per event; this makes nothing but the wait itself.
  * Offering never waits (unbounded) and takes effect at once; one fiber takes: it polls what is
  * there, waits with `waitForItem` when nothing is, and asks `mustYield` before each item (`loop.ts`).
+ *
+ * While the taker waits, an offer takes the items itself, in the offerer's call (`takeNow`, which
+ * the taker installs): the taker's synchronous part runs there instead of after two hops of the
+ * scheduler (the taker's wake-up, then the offerer's resumption). It is still one taker: the taker
+ * fiber is parked for as long as `wake` is set, only one `takeNow` runs at a time (an offer made
+ * during it is taken by that run), and whatever `takeNow` leaves to run as an Effect wakes the
+ * taker fiber, which runs it before anything else is taken.
  */
 import * as Effect from "effect/Effect"
 
@@ -16,9 +23,29 @@ export interface Mailbox<A> {
   takenSinceLook: number
   /** A `setImmediate` is waiting to clear this: no event-loop turn happened since it was set. */
   turnPending: boolean
+  /**
+   * Takes what is queued, as the taker would, and returns the Effect the taker fiber must run next
+   * (`undefined`: nothing, it may go on waiting). Installed by the taker (`setTaker`).
+   */
+  takeNow: (() => Effect.Effect<void> | undefined) | undefined
+  /** A `takeNow` is running (an offer made meanwhile only queues: that run takes it). */
+  taking: boolean
 }
 
-export const make = <A>(): Mailbox<A> => ({ items: [], head: 0, wake: undefined, takenSinceLook: 0, turnPending: false })
+export const make = <A>(): Mailbox<A> => ({
+  items: [],
+  head: 0,
+  wake: undefined,
+  takenSinceLook: 0,
+  turnPending: false,
+  takeNow: undefined,
+  taking: false
+})
+
+/** Installs the taker's synchronous part (see the module's comment). */
+export const setTaker = <A>(box: Mailbox<A>, takeNow: () => Effect.Effect<void> | undefined): void => {
+  box.takeNow = takeNow
+}
 
 /**
  * How many items the taker takes between two looks at whether the event loop turned meanwhile. The
@@ -31,10 +58,26 @@ export const itemsPerLook = 64
 export const offer = <A>(box: Mailbox<A>, item: A): void => {
   box.items.push(item)
   const wake = box.wake
-  if (wake !== undefined) {
+  if (wake === undefined || box.taking) return
+  const takeNow = box.takeNow
+  if (takeNow === undefined) {
     box.wake = undefined
     wake(Effect.void)
+    return
   }
+  let next: Effect.Effect<void> | undefined
+  box.taking = true
+  try {
+    next = takeNow()
+  } catch (defect) {
+    // As it would in the taker fiber: the taker dies of it.
+    next = Effect.die(defect)
+  } finally {
+    box.taking = false
+  }
+  if (next === undefined) return
+  box.wake = undefined
+  wake(next)
 }
 
 /** How many items wait. */
@@ -64,8 +107,12 @@ export const poll = <A>(box: Mailbox<A>): A => {
  */
 export const waitForItem = <A>(box: Mailbox<A>): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
-    if (size(box) > 0) resume(Effect.void)
-    else box.wake = resume
+    if (size(box) > 0) return resume(Effect.void)
+    box.wake = resume
+    // An interrupted taker (its client closed) must not be taken for by an offer.
+    return Effect.sync(() => {
+      if (box.wake === resume) box.wake = undefined
+    })
   })
 
 /** Resumes after an event-loop turn (timers and I/O run meanwhile), not through a microtask. */
