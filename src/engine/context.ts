@@ -38,8 +38,11 @@ export interface Step {
   tokens: OrderedMap<string, TokenMemory>
   idleNames: OrderedMap<string, true>
   elections: OrderedMap<number, ElectionState>
-  /** This step's copies of the elections it changed, by handle (removed ones included). */
-  readonly edited: Map<number, Writable<ElectionState>>
+  /**
+   * This step's copies of the elections it changed, by handle (removed ones included); made by the
+   * first change (most steps of a busy client change one election or none).
+   */
+  edited: Map<number, Writable<ElectionState>> | undefined
   electionsByName: OrderedMap<string, ReadonlyArray<number>>
   groups: Map<number, Mutable<GroupState>>
   cached: OrderedMap<string, CachedLease>
@@ -56,6 +59,22 @@ export const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map
   const copy = new Map<K, Mutable<V>>()
   for (const [key, value] of source) copy.set(key, { ...value })
   return copy
+}
+
+/**
+ * The groups of a state without any: shared by every step that starts with none, never written (a
+ * step adds its first group through `addGroup`), so a client without partition groups copies no map.
+ */
+const noGroups: Map<number, Mutable<GroupState>> = new Map()
+
+/** A step's working copy of the state's groups (`noGroups` when it has none). */
+export const copyGroups = (groups: ReadonlyMap<number, GroupState>): Map<number, Mutable<GroupState>> =>
+  groups.size === 0 ? noGroups : copyEntries(groups)
+
+/** Adds a group to the step's copy (its own map from the first group on). */
+export const addGroup = (s: Step, g: Mutable<GroupState>): void => {
+  if (s.groups === noGroups) s.groups = new Map()
+  s.groups.set(g.handle, g)
 }
 
 /** A copy of `e` with the shape `newElection` gives (a spread would make its own object shape). */
@@ -91,10 +110,10 @@ const copyElection = (e: ElectionState): Writable<ElectionState> => {
  */
 export const edit = (s: Step, e: ElectionState): Writable<ElectionState> => {
   touch(s, e.name)
-  const mine = s.edited.get(e.handle)
+  const mine = s.edited?.get(e.handle)
   if (mine !== undefined) return mine
   const copy = copyElection(e)
-  s.edited.set(e.handle, copy)
+  ;(s.edited ??= new Map()).set(e.handle, copy)
   s.elections = s.elections.set(e.handle, copy)
   return copy
 }
@@ -111,7 +130,7 @@ export const touch = (s: Step, name: string): void => {
 }
 
 /** The newest version of `e` in this step (its copy if the step changed it, removed or not). */
-export const latest = (s: Step, e: ElectionState): ElectionState => s.edited.get(e.handle) ?? e
+export const latest = (s: Step, e: ElectionState): ElectionState => s.edited?.get(e.handle) ?? e
 
 /**
  * The elections, as iterating a `Map` while the loop changes it would give them: each at its newest,
@@ -147,7 +166,7 @@ export const find = <A>(items: Iterable<A>, predicate: (item: A) => boolean): A 
 /** Adds a new election (its own copy from the start). */
 export const addElection = (s: Step, e: Writable<ElectionState>): void => {
   touch(s, e.name)
-  s.edited.set(e.handle, e)
+  ;(s.edited ??= new Map()).set(e.handle, e)
   s.elections = s.elections.set(e.handle, e)
   s.electionsByName = s.electionsByName.set(e.name, [...(s.electionsByName.get(e.name) ?? []), e.handle])
 }

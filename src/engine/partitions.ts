@@ -6,6 +6,7 @@ import * as PartitionAssignment from "../PartitionAssignment.js"
 import * as Session from "../Session.js"
 import { SimbaEvent } from "../SimbaEvent.js"
 import {
+  addGroup,
   arm,
   call,
   complete,
@@ -42,7 +43,7 @@ export const join = (s: Step, ev: Extract<Event, { _tag: "Join" }>): void => {
     leaving: false,
     waiters: []
   }
-  s.groups.set(g.handle, g)
+  addGroup(s, g)
   complete(s, ev.completion, ok)
   joinGroup(s, g)
 }

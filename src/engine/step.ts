@@ -4,7 +4,7 @@
 // event. The session's local deadline is checked before every event, so no handler acts on a session
 // whose deadline has passed.
 import { close, onClosed } from "./close.js"
-import { call, complete, copyEntries, failed, ok, type Step } from "./context.js"
+import { call, complete, copyGroups, failed, ok, type Step } from "./context.js"
 import { onAcquire, start, stepDown, stop, workExited } from "./elections.js"
 import { hint, timer } from "./hints.js"
 import { join, leave, onJoined, onMembers } from "./partitions.js"
@@ -22,9 +22,9 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
     tokens: state.tokens,
     idleNames: state.idleNames,
     elections: state.elections,
-    edited: new Map(),
+    edited: undefined,
     electionsByName: state.electionsByName,
-    groups: copyEntries(state.groups),
+    groups: copyGroups(state.groups),
     cached: state.cached,
     timers: state.timers,
     nextId: state.nextId,
@@ -35,9 +35,11 @@ export const step = (state: State, event: Event, now: number): readonly [State, 
   }
   checkDeadline(s)
   handle(s, event)
+  // `s.session` is this step's own copy: it becomes the next state's, with the step's releases.
+  s.session.released = s.released
   const next: State = {
     timing: state.timing,
-    session: { ...s.session, released: s.released },
+    session: s.session,
     tokens: s.tokens,
     idleNames: s.idleNames,
     elections: s.elections,
