@@ -56,18 +56,24 @@ describe("mailbox", () => {
     return Effect.fork(Effect.forever(turn))
   }
 
+  /** A new mailbox and its taker fiber, once that fiber has started and waits for an item. */
+  const parkedTaker = <A>(handle: (item: A) => Effect.Effect<void> | undefined) =>
+    Effect.gen(function*() {
+      const box = Mailbox.make<A>()
+      const fiber = yield* taker(box, handle)
+      yield* Effect.sleep("10 millis")
+      return { box, fiber }
+    })
+
   it.live("an offer while the taker waits is taken in the offerer's call; one made during that run is taken by it", () =>
     Effect.gen(function*() {
-      const box = Mailbox.make<string>()
       const taken: Array<string> = []
-      const fiber = yield* taker(box, (item) => {
+      const { box, fiber } = yield* parkedTaker((item: string) => {
         taken.push(item)
         // Offered by the handling itself (a backend answering at once): the same run takes it, after.
         if (item === "first") Mailbox.offer(box, "nested")
         return undefined
       })
-      // The taker fiber starts and parks.
-      yield* Effect.sleep("10 millis")
       expect(box.wake).toBeDefined()
       Mailbox.offer(box, "first")
       // Nothing yielded since the offer: both were taken in it, and the taker still waits.
@@ -79,15 +85,13 @@ describe("mailbox", () => {
 
   it.live("what a run leaves is run by the taker fiber before the next item; offers meanwhile only queue", () =>
     Effect.gen(function*() {
-      const box = Mailbox.make<string>()
       const log: Array<string> = []
-      const fiber = yield* taker(box, (item) => {
+      const { box, fiber } = yield* parkedTaker((item: string) => {
         log.push(`take ${item}`)
         return item === "needs an effect"
           ? Effect.zipRight(Effect.sleep("20 millis"), Effect.sync(() => log.push("its effect ran")))
           : undefined
       })
-      yield* Effect.sleep("10 millis")
       Mailbox.offer(box, "needs an effect")
       // The taker fiber is running the effect: this offer is not taken in the call.
       Mailbox.offer(box, "next")
@@ -99,13 +103,11 @@ describe("mailbox", () => {
 
   it.live("a taker interrupted while it waits is not taken for by a later offer", () =>
     Effect.gen(function*() {
-      const box = Mailbox.make<string>()
       const taken: Array<string> = []
-      const fiber = yield* taker(box, (item) => {
+      const { box, fiber } = yield* parkedTaker((item: string) => {
         taken.push(item)
         return undefined
       })
-      yield* Effect.sleep("10 millis")
       yield* Fiber.interrupt(fiber)
       expect(box.wake).toBeUndefined()
       Mailbox.offer(box, "after the taker ended")
@@ -115,11 +117,9 @@ describe("mailbox", () => {
 
   it.live("a defect in a run made by an offer ends the taker fiber with it, not the offerer", () =>
     Effect.gen(function*() {
-      const box = Mailbox.make<string>()
-      const fiber = yield* taker(box, () => {
+      const { box, fiber } = yield* parkedTaker((_: string) => {
         throw new Error("engine bug")
       })
-      yield* Effect.sleep("10 millis")
       Mailbox.offer(box, "boom")
       const exit = yield* Fiber.await(fiber).pipe(Effect.timeout("2 seconds"))
       expect(exit._tag).toBe("Failure")
