@@ -55,7 +55,7 @@ export interface Step {
 }
 
 /** A map of shallow copies of the values (the step mutates its copies, never the input state). */
-export const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map<K, Mutable<V>> => {
+const copyEntries = <K, V extends object>(source: ReadonlyMap<K, V>): Map<K, Mutable<V>> => {
   const copy = new Map<K, Mutable<V>>()
   for (const [key, value] of source) copy.set(key, { ...value })
   return copy
