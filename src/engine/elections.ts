@@ -338,8 +338,14 @@ export const aboveReleased = (s: Step, name: string, token: bigint): boolean => 
  * pushed grant, or one whose message was lost and that a renewal lists), or the leftover of an
  * abandoned attempt. The waiting candidate adopts it only if the token is above every token of the
  * name it has seen (a holder's in a `HeldBy`, its own terms': so never a late or duplicate message, or a
- * renewal reply, about an earlier grant) and above any we released, and the session is live. Otherwise
- * it is given back (a no-op on the backend when stale).
+ * renewal reply, about an earlier grant) and above any we released, and the session is live.
+ *
+ * A candidate that has seen no token of the name (its acquire failed, timed out, or was answered
+ * `HeldBy` without one) cannot tell a current grant from a late message about an earlier one, so it
+ * asks: acquire is idempotent, and its reply (the same grant, or a refusal) is judged as any reply.
+ * Giving such a grant back would cost the waiter its place in the store's queue.
+ *
+ * Otherwise the lease is given back (a no-op on the backend when stale).
  */
 export const unaskedLease = (
   s: Step,
@@ -348,11 +354,12 @@ export const unaskedLease = (
   name: string,
   token: bigint
 ): void => {
-  const trusted = candidate !== undefined && candidate.seenToken !== undefined && token > candidate.seenToken &&
-    aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
-  if (candidate !== undefined && trusted && sessionId === s.session.id && sessionUsable(s) && s.session.status === "LIVE") {
-    return adopt(s, edit(s, candidate), token)
-  }
+  const usable = candidate !== undefined && sessionId === s.session.id && sessionUsable(s) &&
+    s.session.status === "LIVE" && aboveReleased(s, name, token) && aboveSeen(s, name, token) &&
+    s.now >= quietUntil(s, name)
+  // The reply records the token (rule 7); the lease is not the candidate's until then.
+  if (usable && candidate.seenToken === undefined && candidate.attempt === undefined) return tryAcquire(s, candidate)
+  if (usable && candidate.seenToken !== undefined && token > candidate.seenToken) return adopt(s, edit(s, candidate), token)
   giveBack(s, sessionId, name, token)
 }
 

@@ -86,6 +86,6 @@ export const pushedGrant = (s: Step, h: Extract<HintEvent, { _tag: "Granted" }>)
     edit(s, candidate).hinted = true
     return
   }
-  // Adopted or given back: either records the token (rule 7).
+  // Adopted, asked for again (its reply records the token), or given back (recorded: rule 7).
   unaskedLease(s, candidate, h.to, h.name, h.token)
 }

@@ -99,11 +99,26 @@ describe("Engine: a lease the backend hands to this session (pushed grant)", () 
     expect(d.byName("a")?.status).toBe("CANDIDATE")
   })
 
-  it("a candidate never refused (no HeldBy seen) cannot tell a fresh grant from a stale one: given back", () => {
+  it("a candidate that has seen no token (its acquire timed out) cannot tell a fresh grant from a stale one: it asks, and a Granted reply makes the term", () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", { _tag: "Failed", error: "timeout" }, 100)
-    expect(shows(d.send(grantedTo("a", "s1", 9n), 300))).toEqual(["Call Release a#9@s1"])
+    // Not given back: a waiter queued by the timed-out acquire would lose its place in the queue.
+    expect(shows(d.send(grantedTo("a", "s1", 9n), 300))).toEqual(["Disarm retry:1", "Call Acquire a@s1"])
+    expect(d.calls("Release", "a")).toHaveLength(0)
+    expect(shows(d.acquireReply("a", granted(9n), 310))).toContain("Elected a#9")
+    expect(d.byName("a")?.status).toBe("LEADER")
+  })
+
+  it("a candidate that has seen no token asks; a HeldBy reply says the pushed grant was stale: nothing is adopted", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", { _tag: "Failed", error: "timeout" }, 100)
+    d.send(grantedTo("a", "s1", 9n), 300)
+    d.acquireReply("a", heldBy(12n), 310)
+    expect(d.byName("a")?.status).toBe("CANDIDATE")
+    // Seen a token now: a later duplicate of the stale grant is judged against it, and given back.
+    expect(shows(d.send(grantedTo("a", "s1", 9n), 320))).toEqual(["Call Release a#9@s1"])
   })
 
   it("with an acquire in flight, the candidate tries again right after its reply instead", () => {

@@ -54,7 +54,7 @@ const releases = (commands: ReadonlyArray<Engine.Command>) =>
   commands.filter((e) => e._tag === "Call" && e.request._tag === "Release")
 
 describe("engine regressions found by the simulation", () => {
-  it("a lease released as unclaimed at renewal is not adopted when a retried acquire races the release", () => {
+  it("a lease a renewal lists for a candidate that has seen no token is asked for, not released: the reply makes the term", () => {
     const d = driver()
     d.step({ _tag: "Boot" }, 0)
     d.reply(d.lastCall("OpenSession"), { _tag: "Opened", sessionId: "s1", remaining: 1500 }, 10)
@@ -62,7 +62,29 @@ describe("engine regressions found by the simulation", () => {
     const first = d.lastCall("Acquire")
     // The acquire is granted on the backend, but its reply is lost: the client sees a timeout.
     d.reply(first, { _tag: "Failed", error: "timed out" }, 520)
-    // The renewal lists the lease; no election holds or is acquiring it, so it is released.
+    // The renewal lists the lease; the candidate cannot tell it from a stale listing, so it asks.
+    d.fire("renew", 510)
+    const renewed = d.reply(
+      d.lastCall("KeepAlive"),
+      { _tag: "Live", remaining: 1500, leases: [{ name: "a", token: 1n }], groups: [] },
+      530
+    )
+    expect(releases(renewed)).toEqual([])
+    const asked = d.lastCall("Acquire")
+    expect(asked.requestId).not.toBe(first.requestId)
+    // Acquire is idempotent: the same token, which is now a reply to a request, and adopted.
+    const granted = d.reply(asked, { _tag: "Granted", token: 1n }, 540)
+    expect(granted.filter((e) => e._tag === "Elected")).toHaveLength(1)
+    expect(releases(granted)).toEqual([])
+  })
+
+  it("a lease released as unclaimed at renewal is not adopted when a retried acquire races the release", () => {
+    const d = driver()
+    d.step({ _tag: "Boot" }, 0)
+    d.reply(d.lastCall("OpenSession"), { _tag: "Opened", sessionId: "s1", remaining: 1500 }, 10)
+    d.step({ _tag: "Start", handle: 1, name: "a", kind: "election", hasWork: false, completion: 1 }, 20)
+    // Refused with the holder's token 5: a listed token not above it is not trusted, and given back.
+    d.reply(d.lastCall("Acquire"), { _tag: "HeldBy", token: 5n, remaining: undefined }, 30)
     d.fire("renew", 510)
     const renewed = d.reply(
       d.lastCall("KeepAlive"),
