@@ -64,6 +64,47 @@ export const holdCases = (tck: Tck): void => {
     expect((yield* heldLeases(tck, renewed)).map((lease) => lease.name)).toEqual([name])
   }), timeout(4 * R))
 
+  // A waiter's `HeldBy` carries a token: a client adopts a grant pushed to it later only above the
+  // tokens it has seen, so a waiter told nothing would give its grant back and lose its place.
+  const grantAbove = (sessionId: string, name: string, floor: bigint) =>
+    Effect.gen(function*() {
+      const store = yield* backend
+      const token = yield* eventually(
+        tck,
+        `the grant of ${name}`,
+        Effect.map(store.acquire(sessionId, name), (reply) => reply._tag === "Granted" ? Option.some(reply.token) : Option.none()),
+        within(tck, 2 * R)
+      )
+      expect(token).toBeGreaterThan(floor)
+    })
+
+  tck.test("a semaphore's waiter is told a token in its HeldBy: at least the grants before it, below its own grant", Effect.gen(function*() {
+    const store = yield* backend
+    const pool = yield* uniqueName("floor")
+    const [a, b] = [yield* open(tck), yield* open(tck)]
+    const first = LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 1, id: "floor.a" })
+    const second = LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 1, id: "floor.b" })
+    const token = yield* acquireGranted(a, first)
+    const floor = expectHeldBy(yield* store.acquire(b, second)).token
+    expect(floor).toBeDefined()
+    expect(floor!).toBeGreaterThanOrEqual(token)
+    yield* store.release(a, first, token)
+    yield* grantAbove(b, second, floor!)
+  }), timeout(4 * R))
+
+  tck.test("a read-write lock's waiting writer is told a token in its HeldBy: at least the read holds before it, below its own grant", Effect.gen(function*() {
+    const store = yield* backend
+    const pool = yield* uniqueName("floor-rw")
+    const [reader, writer] = [yield* open(tck), yield* open(tck)]
+    const read = LeaseName.holdName({ pool, mode: "read", weight: 1, limit: 0, id: "floor.r" })
+    const token = yield* acquireGranted(reader, read)
+    const floor = expectHeldBy(yield* store.acquire(writer, pool)).token
+    expect(floor).toBeDefined()
+    expect(floor!).toBeGreaterThanOrEqual(token)
+    yield* store.release(reader, read, token)
+    yield* grantAbove(writer, pool, floor!)
+  }), timeout(4 * R))
+
   /** Holds `scope` open on a fiber of its own until `release` closes it; resolves once `take` holds. */
   const holdOpen = (take: Effect.Effect<Term, unknown, Scope.Scope>) =>
     Effect.gen(function*() {
@@ -97,7 +138,7 @@ export const holdCases = (tck: Tck): void => {
       Effect.map(Effect.forEach(loops, Fiber.poll), (polls) => polls.every(Option.isSome) ? Option.some(true) : Option.none()),
       within(tck, rounds * 4 * 2 * R)
     )
-    for (const loop of loops) expect(Exit.isSuccess(yield* Fiber.await(loop))).toBe(true)
+    for (const loop of loops) yield* awaitFiber(tck, "a client's rounds", loop, within(tck, 0))
     expect(most).toBeLessThanOrEqual(3)
     expect(most).toBeGreaterThanOrEqual(2)
     expect(tokens).toHaveLength(4 * rounds)

@@ -285,7 +285,7 @@ const tryPlain = (session: Session, paths: Paths, name: string, settled: (result
   const queued = (enter: boolean) =>
     tryPool(session, paths, name, enter, (result) => {
       if (result._tag === "Unqueued") return enter ? settled({ _tag: "HeldBy", token: undefined }) : fresh()
-      if (result._tag === "HeldBy") return settled({ _tag: "HeldBy", token: undefined })
+      if (result._tag === "HeldBy") return settled({ _tag: "HeldBy", token: result.floor })
       settled(result)
     })
   const fresh = () =>
@@ -370,7 +370,9 @@ const makeOperations = (
   const acquire = (sessionId: string, name: string) =>
     onSession("acquire", sessionId, expiredAcquire, (session) => {
       const hold = isHoldName(name)
-      const held = hold ? session.leases.get(name) : undefined
+      // A hold whose node a release is deleting is not granted from the cache: the server applies
+      // that delete before this acquire's reads, which then queue the request again.
+      const held = hold && !session.deleting.has(name) ? session.leases.get(name) : undefined
       if (held !== undefined) return Effect.succeed(AcquireReply.Granted({ token: held }))
       return Effect.flatMap(
         // Not taken back when the caller gives up while it is queued (see "Operations").
@@ -378,7 +380,7 @@ const makeOperations = (
           const settled = (result: AcquireTry) => resume(Effect.succeed(result))
           if (!hold) return tryPlain(session, paths, name, settled)
           tryPool(session, paths, name, true, (result) => {
-            if (result._tag === "HeldBy") return settled({ _tag: "HeldBy", token: undefined })
+            if (result._tag === "HeldBy") return settled({ _tag: "HeldBy", token: result.floor })
             // Its child vanished as it was made: the candidate asks again.
             if (result._tag === "Unqueued") return settled({ _tag: "Gone" })
             settled(result)

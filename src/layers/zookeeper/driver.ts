@@ -47,6 +47,8 @@ export const ephemeralSequential = 3
 /** The `Stat` of a node, as much of it as this backend reads. */
 export interface Stat {
   readonly czxid: number
+  /** The zxid of the last change of the node's children (a child created or deleted). */
+  readonly pzxid: number
   readonly version: number
   readonly ephemeralOwner: string
 }

@@ -126,10 +126,25 @@ export const judge = (own: Entry, entries: ReadonlyArray<Entry>, leaseHeld: bool
   }
 }
 
+/**
+ * The token a `HeldBy` of a pool look carries: the plain lease node's `czxid` when it exists (its
+ * holder's token), else the `pzxid` of the leases' parent, the zxid of the last lease node created or
+ * deleted. Either is below every token granted after the look (a grant creates a node) and at least
+ * every token of the name granted before it, so the replies of one session about a name never go
+ * down, and a grant pushed to a waiter later (`Hint.Granted`) is above what its `HeldBy` said: that is
+ * what the client checks before it adopts a grant it did not ask for (as the other backends' pool
+ * counters do). `undefined` when neither could be read exactly.
+ */
+export const floorOf = (lease: Stat | null, leases: Stat | null): bigint | undefined => {
+  const zxid = lease !== null ? lease.czxid : leases?.pzxid
+  return zxid !== undefined && Number.isSafeInteger(zxid) && zxid > 0 ? BigInt(zxid) : undefined
+}
+
 /** What one look at a pool says for a request. */
 export type PoolTry =
   | { readonly _tag: "Granted"; readonly token: bigint }
-  | { readonly _tag: "HeldBy" }
+  /** `floor`: below every token of the name granted after the look (see `floorOf`). */
+  | { readonly _tag: "HeldBy"; readonly floor: bigint | undefined }
   | { readonly _tag: "Conflict"; readonly held: string; readonly asked: string }
   /** The session has no child for the name (never queued, withdrawn, or its child is gone). */
   | { readonly _tag: "Unqueued" }
@@ -178,13 +193,15 @@ export const tryPool = (
   const leasePath = paths.lease(pool)
   const reads: ReadonlyArray<Request<unknown>> = [
     (done: Done<unknown>) => session.handle.a_get_children(poolPath, true, done),
-    (done: Done<unknown>) => session.handle.a_exists(leasePath, true, done)
+    (done: Done<unknown>) => session.handle.a_exists(leasePath, true, done),
+    (done: Done<unknown>) => session.handle.a_exists(paths.leases, false, done)
   ]
   const fail = (reply: Reply<unknown>) => settled({ _tag: "Failed", reply })
 
-  const onReads = (children: Reply<unknown>, lease: Reply<unknown>, created: boolean) => {
+  const onReads = (children: Reply<unknown>, lease: Reply<unknown>, leases: Reply<unknown>, created: boolean) => {
     if (failedRead(children)) return fail(children)
     if (failedRead(lease)) return fail(lease)
+    if (failedRead(leases)) return fail(leases)
     const entries = entriesOf(children.value)
     const prefix = childPrefix(session, name)
     const known = session.poolChildren.get(name)
@@ -194,6 +211,7 @@ export const tryPool = (
       known !== undefined ? entry.child === known : enter && !created && entry.child.startsWith(prefix)
     )
     const stat = lease.rc === Rc.ok ? lease.value as Stat | null : null
+    const floor = floorOf(stat, leases.rc === Rc.ok ? leases.value as Stat | null : null)
     if (own === undefined) {
       if (known !== undefined) session.poolChildren.delete(name)
       session.poolWaiting.delete(name)
@@ -209,9 +227,9 @@ export const tryPool = (
         return conflict(verdict)
       case "Waits":
         session.poolWaiting.add(name)
-        return settled({ _tag: "HeldBy" })
+        return settled({ _tag: "HeldBy", floor })
       case "Fits":
-        return grant(own, stat)
+        return grant(own, stat, floor)
     }
   }
 
@@ -232,19 +250,19 @@ export const tryPool = (
           done(rc, message, path)
         }),
       ...reads
-    ], ([parent, child, children, lease]) => {
+    ], ([parent, child, children, lease, leases]) => {
       if (parent!.rc !== Rc.ok && parent!.rc !== Rc.nodeExists) return fail(parent!)
       if (child!.rc !== Rc.ok) return fail(child!)
-      onReads(children!, lease!, true)
+      onReads(children!, lease!, leases!, true)
     })
 
   // Its turn: the grant is a new lease node of the session's (a writer's: the plain one, if free).
-  const grant = (own: Entry, lease: Stat | null) => {
+  const grant = (own: Entry, lease: Stat | null, floor: bigint | undefined) => {
     const target = isHoldName(name) ? name : pool
     if (target === pool && lease !== null) {
       if (lease.ephemeralOwner !== session.id) {
         session.poolWaiting.add(name)
-        return settled({ _tag: "HeldBy" })
+        return settled({ _tag: "HeldBy", floor })
       }
       return granted(lease)
     }
@@ -263,12 +281,12 @@ export const tryPool = (
         if (stat.ephemeralOwner === session.id) return granted(stat)
         // Another writer took the plain lease node meanwhile: it yields on seeing this queue.
         session.poolWaiting.add(name)
-        return settled({ _tag: "HeldBy" })
+        return settled({ _tag: "HeldBy", floor: floorOf(stat, null) })
       }
       if (read!.rc === Rc.noNode && (created!.rc === Rc.ok || created!.rc === Rc.nodeExists)) {
         // Created and deleted at once (a fresh writer's node, taken back): look again.
         session.poolWaiting.add(name)
-        return settled({ _tag: "HeldBy" })
+        return settled({ _tag: "HeldBy", floor })
       }
       fail(created!.rc !== Rc.ok && created!.rc !== Rc.nodeExists ? created! : read!)
     })
@@ -282,7 +300,7 @@ export const tryPool = (
     settled({ _tag: "Granted", token })
   }
 
-  sendInWindow(session, () => reads, ([children, lease]) => onReads(children!, lease!, false))
+  sendInWindow(session, () => reads, ([children, lease, leases]) => onReads(children!, lease!, leases!, false))
 }
 
 /**
@@ -309,7 +327,7 @@ export const replyOf = (result: Extract<PoolTry, { _tag: "Granted" | "HeldBy" | 
     case "Granted":
       return AcquireReply.Granted({ token: result.token })
     case "HeldBy":
-      return AcquireReply.HeldBy({ token: undefined, remaining: undefined })
+      return AcquireReply.HeldBy({ token: result.floor, remaining: undefined })
     case "Conflict":
       return AcquireReply.Conflict({ held: result.held, asked: result.asked })
   }

@@ -75,6 +75,8 @@ export interface Session {
 /** The node paths of a root. */
 export interface Paths {
   readonly root: string
+  /** The parent of every lease node. */
+  readonly leases: string
   readonly lease: (name: string) => string
   readonly group: (group: string) => string
   readonly member: (group: string, sessionId: string) => string
@@ -99,6 +101,7 @@ export const paths = (settings: Settings): Paths => {
   }
   return {
     root: settings.root,
+    leases: settings.leasesPath,
     lease: (name) => leasePrefix + name,
     group: (group) => groupPrefix + group,
     member: (group, sessionId) => `${groupPrefix}${group}/${sessionId}`,
@@ -131,7 +134,7 @@ export const membersKey = (children: ReadonlyArray<string>): string => [...child
 export const maxToken = BigInt(Number.MAX_SAFE_INTEGER)
 
 /** The token of a node: its `czxid`, refused loudly when the addon could not give it exactly. */
-export const tokenOf = (operation: string, stat: Stat): bigint | BackendError =>
+export const tokenOf = (operation: string, stat: Pick<Stat, "czxid">): bigint | BackendError =>
   Number.isSafeInteger(stat.czxid) && stat.czxid > 0
     ? BigInt(stat.czxid)
     : new BackendError({
