@@ -120,8 +120,12 @@ export const mutations: ReadonlyArray<Mutation> = [
     name: "trust-unasked-lease",
     description: "a lease nobody asked for (pushed grant, renewal listing) is adopted whatever its token",
     edits: [[
-      "candidate.seenToken !== undefined && token > candidate.seenToken &&",
-      "true &&"
+      "if (usable && candidate.seenToken !== undefined && token > candidate.seenToken) return adopt",
+      "if (usable) return adopt"
+    ], [
+      // A candidate that has seen no token asks first: adopt at once instead.
+      "if (usable && candidate.seenToken === undefined && candidate.attempt === undefined) return tryAcquire(s, candidate)\n",
+      ""
     ], [
       // Rule 7's memory refuses the same tokens: break both copies of the rule.
       "aboveReleased(s, name, token) && aboveSeen(s, name, token) &&",
