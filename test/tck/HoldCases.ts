@@ -65,45 +65,41 @@ export const holdCases = (tck: Tck): void => {
   }), timeout(4 * R))
 
   // A waiter's `HeldBy` carries a token: a client adopts a grant pushed to it later only above the
-  // tokens it has seen, so a waiter told nothing would give its grant back and lose its place.
-  const grantAbove = (sessionId: string, name: string, floor: bigint) =>
+  // tokens it has seen, so a waiter told nothing would give its grant back and lose its place. One
+  // session holds `held` of a pool; another asks for `waiting` of it, is refused with a token at least
+  // the holder's, and once the holder releases, is granted a token above it.
+  const waiterIsToldAToken = (held: (pool: string) => string, waiting: (pool: string) => string) =>
     Effect.gen(function*() {
       const store = yield* backend
-      const token = yield* eventually(
+      const pool = yield* uniqueName("floor")
+      const [holder, waiter] = [yield* open(tck), yield* open(tck)]
+      const token = yield* acquireGranted(holder, held(pool))
+      const floor = expectHeldBy(yield* store.acquire(waiter, waiting(pool))).token
+      expect(floor).toBeDefined()
+      expect(floor!).toBeGreaterThanOrEqual(token)
+      yield* store.release(holder, held(pool), token)
+      const granted = yield* eventually(
         tck,
-        `the grant of ${name}`,
-        Effect.map(store.acquire(sessionId, name), (reply) => reply._tag === "Granted" ? Option.some(reply.token) : Option.none()),
+        `the grant of ${waiting(pool)}`,
+        Effect.map(store.acquire(waiter, waiting(pool)), (reply) => reply._tag === "Granted" ? Option.some(reply.token) : Option.none()),
         within(tck, 2 * R)
       )
-      expect(token).toBeGreaterThan(floor)
+      expect(granted).toBeGreaterThan(floor!)
     })
 
-  tck.test("a semaphore's waiter is told a token in its HeldBy: at least the grants before it, below its own grant", Effect.gen(function*() {
-    const store = yield* backend
-    const pool = yield* uniqueName("floor")
-    const [a, b] = [yield* open(tck), yield* open(tck)]
-    const first = LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 1, id: "floor.a" })
-    const second = LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 1, id: "floor.b" })
-    const token = yield* acquireGranted(a, first)
-    const floor = expectHeldBy(yield* store.acquire(b, second)).token
-    expect(floor).toBeDefined()
-    expect(floor!).toBeGreaterThanOrEqual(token)
-    yield* store.release(a, first, token)
-    yield* grantAbove(b, second, floor!)
-  }), timeout(4 * R))
+  const permit = (id: string) => (pool: string) => LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 1, id })
 
-  tck.test("a read-write lock's waiting writer is told a token in its HeldBy: at least the read holds before it, below its own grant", Effect.gen(function*() {
-    const store = yield* backend
-    const pool = yield* uniqueName("floor-rw")
-    const [reader, writer] = [yield* open(tck), yield* open(tck)]
-    const read = LeaseName.holdName({ pool, mode: "read", weight: 1, limit: 0, id: "floor.r" })
-    const token = yield* acquireGranted(reader, read)
-    const floor = expectHeldBy(yield* store.acquire(writer, pool)).token
-    expect(floor).toBeDefined()
-    expect(floor!).toBeGreaterThanOrEqual(token)
-    yield* store.release(reader, read, token)
-    yield* grantAbove(writer, pool, floor!)
-  }), timeout(4 * R))
+  tck.test(
+    "a semaphore's waiter is told a token in its HeldBy: at least the grants before it, below its own grant",
+    waiterIsToldAToken(permit("floor.a"), permit("floor.b")),
+    timeout(4 * R)
+  )
+
+  tck.test(
+    "a read-write lock's waiting writer is told a token in its HeldBy: at least the read holds before it, below its own grant",
+    waiterIsToldAToken((pool) => LeaseName.holdName({ pool, mode: "read", weight: 1, limit: 0, id: "floor.r" }), (pool) => pool),
+    timeout(4 * R)
+  )
 
   /** Holds `scope` open on a fiber of its own until `release` closes it; resolves once `take` holds. */
   const holdOpen = (take: Effect.Effect<Term, unknown, Scope.Scope>) =>
