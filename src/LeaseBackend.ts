@@ -134,8 +134,11 @@ export type Hint = Data.TaggedEnum<{
   /**
    * The backend gave the freed lease `name` straight to the waiting session `to`, with `token` (a
    * server-side hand-off: the waiter holds it without another round trip). The session `to` adopts it
-   * if one of its candidates still wants it and releases it otherwise; a lost message costs a delay
-   * only, since the next renewal lists the lease among the session's own.
+   * if one of its candidates still wants it and `token` is above every token that candidate has seen
+   * (so a waiter's `HeldBy` carries a token below any later grant to it: the holder's, or the pool's
+   * counter); a candidate that has seen none asks again (acquire is idempotent); any other such lease
+   * is released. A lost message costs a delay only, since the next renewal lists the lease among the
+   * session's own.
    */
   Granted: { readonly name: string; readonly to: string; readonly token: bigint }
   /** The membership of `group` changed. */
