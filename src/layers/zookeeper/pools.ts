@@ -135,7 +135,7 @@ export const judge = (own: Entry, entries: ReadonlyArray<Entry>, leaseHeld: bool
  * what the client checks before it adopts a grant it did not ask for (as the other backends' pool
  * counters do). `undefined` when neither could be read exactly.
  */
-export const floorOf = (lease: Stat | null, leases: Stat | null): bigint | undefined => {
+const floorOf = (lease: Stat | null, leases: Stat | null): bigint | undefined => {
   const zxid = lease !== null ? lease.czxid : leases?.pzxid
   return zxid !== undefined && Number.isSafeInteger(zxid) && zxid > 0 ? BigInt(zxid) : undefined
 }
