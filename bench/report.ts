@@ -272,8 +272,10 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
   const backendAlone = s("sql uncontended", /^LeaseBackend alone, acquire \+ release, median/)
   const durable = s("sql uncontended", /^durable floor/)
   const unflushed = s("sql uncontended", /^floor without the flush/)
+  const behind = s("sql uncontended", /^floor of withLock/)
   const handover = s("sql handover", /^release → waiter holds, median/)
   const handoverFloor = s("sql handover", /^floor \(PostgreSQL\)/)
+  const handoverUnflushed = s("sql handover", /^floor without the flush \(PostgreSQL/)
   const renew = s("sql renew", /^queries per renew interval/)
   const failover = s("sql failover", /max of/)
   const zkLock = z("zk uncontended", /^withLock on a fresh name, median/)
@@ -298,6 +300,11 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
         "— (the flush setting is server-wide)",
         "—"
       ],
+      [
+        "floor of `withLock` (its release not awaited): one commit right behind another's, as Simba commits",
+        ...pair(behind, ["postgres", "mysql"]),
+        "—"
+      ],
       ["a raw advisory-lock pair, which keeps nothing on disk (for scale)", ...pair(lock, ["peerPostgres", "peerMysql"]), "—"],
       ["hand-over (release → waiter holds), median", ...pair(handover, ["postgres", "mysql"]), fmt(zkHandover?.simba, zkHandover?.unit ?? "")],
       [
@@ -305,6 +312,12 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
         fmt(handoverFloor?.postgres, handoverFloor?.unit ?? ""),
         "— (no push: a poll every 60 ms)",
         fmt(zkHandover?.floor, zkHandover?.unit ?? "")
+      ],
+      [
+        "the same `UPDATE` + `pg_notify` without the flush, as Simba's release commits (PostgreSQL)",
+        fmt(handoverUnflushed?.postgres, handoverUnflushed?.unit ?? ""),
+        "—",
+        "—"
       ],
       [
         "renewal round trips per renew interval, 1,000 leases held",
@@ -470,10 +483,12 @@ ${floorsTable(redis)}
 ## The other backends
 
 On MySQL/MariaDB every grant and release is a durable commit (the price of tokens that survive a
-database crash; the flush setting is server-wide), so its rows are bounded by two durable commits, not
-by an advisory lock. PostgreSQL commits without the flush and keeps the same safety with the clock
-floor and the lock-delay ([sql.md](sql.md#commits-without-a-flush)); its rows are bounded by two
-commits without the flush and the client's two calls.
+database crash; the flush setting is server-wide), not an advisory lock. PostgreSQL commits without
+the flush and keeps the same safety with the clock floor and the lock-delay
+([sql.md](sql.md#commits-without-a-flush)). \`withLock\` does not wait for its release, so back to
+back its acquire commits while the last release commits: its floor is one commit sent right behind
+another on a second connection (durable on MySQL/MariaDB), not two in a row. What lies between that
+floor and \`withLock\` is the routines' own statements and the client.
 
 ${backendsTable(sql, zk)}
 

@@ -14,12 +14,14 @@
  *   beside it the raw advisory-lock pair on one reserved connection (PostgreSQL `pg_advisory_lock` +
  *   `pg_advisory_unlock`, which is what the `advisory-lock` package sends; MySQL `GET_LOCK` +
  *   `RELEASE_LOCK`), and the durable floor of any acquire + release that survives a crash: two
- *   one-row `UPDATE` commits on the same reserved connection (each waits for its log flush);
+ *   one-row `UPDATE` commits on the same reserved connection (each waits for its log flush); and
+ *   the floor of `withLock`, whose release is not awaited: one commit sent right behind another's on
+ *   a second connection (`commitBehindFloor`; PostgreSQL without the flush, as Simba commits);
  * - handover: a holder (its own backend: pool and LISTEN connection) releases while a waiter (another
  *   backend) waits 10–40 ms; release → waiter holds, 30 runs; the waiter's queries per handover and
  *   per second of a 2 s wait, counted on its `SqlClient` (acquires, renewals, MySQL polls; renewals
- *   also apart); on PostgreSQL beside it the floor: after the same idle, one durable `UPDATE` +
- *   `pg_notify` commit until a `LISTEN` connection hears it, 30 runs;
+ *   also apart); on PostgreSQL beside it the floor: after the same idle, one `UPDATE` + `pg_notify`
+ *   commit until a `LISTEN` connection hears it, 30 runs durable and 30 without the flush;
  * - renew: a client holding 1,000 leases: its queries per renew interval over 3 s; an unchanged
  *   renewal's latency and the rows it touches, read from `pg_stat_xact_user_tables` /
  *   `SHOW SESSION STATUS LIKE 'Handler_%'` around one direct call of the routine;
@@ -163,12 +165,15 @@ interface DbResult {
   readonly peerPair: number
   readonly commitFloor: number
   readonly unflushedFloor: number
+  /** `commitBehindFloor`, µs. */
+  readonly behindFloor: number
   readonly handoverMedian: number
   readonly handoverP90: number
   readonly waiterQueriesPerHandover: number
   readonly waiterQueriesPerSecond: number
   readonly waiterPollsPerSecond: number
   readonly handoverFloor: number
+  readonly handoverFloorUnflushed: number
   readonly renewQueriesPerInterval: number
   readonly renewLatency: number
   readonly renewRowsTouched: number
@@ -186,9 +191,10 @@ const floorTableDdl = {
 }
 
 /**
- * The hand-over's floor on PostgreSQL: after the same 10–40 ms idle as the hand-over, one durable
- * transaction (a one-row `UPDATE` and a `pg_notify`) on a reserved connection, until a `LISTEN`
- * connection of the same process hears it: what a release that grants and hints costs at least.
+ * The hand-over's floor on PostgreSQL: after the same 10–40 ms idle as the hand-over, one transaction
+ * (a one-row `UPDATE` and a `pg_notify`) on a reserved connection, until a `LISTEN` connection of the
+ * same process hears it: what a release that grants and hints costs at least. Two series: durable,
+ * then without waiting for the flush (`synchronous_commit = off`), as Simba's release commits.
  */
 const pgHandoverFloor = (prefix: string, run: string) =>
   Effect.scoped(Effect.gen(function*() {
@@ -204,17 +210,46 @@ const pgHandoverFloor = (prefix: string, run: string) =>
     const send = conn.executeRaw(`WITH u AS (UPDATE ${table} SET n = n + 1 WHERE id = $1 RETURNING n) SELECT pg_notify($1, n::text) FROM u`, [channel])
     yield* send.pipe(Effect.zipRight(Queue.take(heard).pipe(Effect.timeout("100 millis"))), Effect.retry({ times: 50 }))
     yield* Effect.zipRight(Effect.sleep("50 millis"), Queue.takeAll(heard))
-    const samples: Array<number> = []
-    for (let i = 0; i < 35; i++) {
-      yield* Effect.promise(() => sleep(waitBeforeRelease()))
-      const sent = now()
-      yield* send
-      const at = yield* Queue.take(heard)
-      if (i >= 5) samples.push(at - sent)
-    }
+    const series = Effect.gen(function*() {
+      const samples: Array<number> = []
+      for (let i = 0; i < 35; i++) {
+        yield* Effect.promise(() => sleep(waitBeforeRelease()))
+        const sent = now()
+        yield* send
+        const at = yield* Queue.take(heard)
+        if (i >= 5) samples.push(at - sent)
+      }
+      return samples
+    })
+    const durable = yield* series
+    yield* conn.executeRaw("SET synchronous_commit = off", [])
+    const unflushed = yield* series
+    yield* conn.executeRaw("RESET synchronous_commit", [])
     yield* conn.executeRaw(`DELETE FROM ${table} WHERE id = $1`, [channel])
-    return samples
+    return { durable, unflushed }
   }))
+
+/**
+ * The floor of `withLock` on a fresh name as the client runs it: its release is sent and not awaited,
+ * so the next acquire is sent right behind it, on another connection, and commits while the release
+ * commits. Here: a one-row `UPDATE` commit sent on `first`, then (once it is on its way) one on
+ * `second`, timed from the second's send to its answer; PostgreSQL without the flush, as Simba's
+ * routines commit, MySQL/MariaDB durable. Median of 500 after `WARMUP`, ms.
+ */
+const commitBehindFloor = (first: Effect.Effect<unknown, unknown>, second: Effect.Effect<unknown, unknown>) =>
+  Effect.gen(function*() {
+    const samples: Array<number> = []
+    for (let i = 0; i < WARMUP + 500; i++) {
+      const ahead = yield* Effect.fork(first)
+      // The forked fiber sends its statement before this one goes on.
+      yield* Effect.yieldNow()
+      const t0 = now()
+      yield* second
+      if (i >= WARMUP) samples.push(now() - t0)
+      yield* Fiber.join(ahead)
+    }
+    return samples
+  })
 
 const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) =>
   Effect.gen(function*() {
@@ -238,6 +273,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
     let peerPair: ReadonlyArray<number> = [skipped]
     let commitFloor: ReadonlyArray<number> = [skipped]
     let unflushedFloor: ReadonlyArray<number> = [skipped]
+    let behindFloor: ReadonlyArray<number> = [skipped]
     if (only.has("uncontended")) {
       log(`${db}: uncontended`)
       const count = yield* Ref.make(0)
@@ -263,8 +299,9 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       cached = yield* timed(500, kept)
       const cachedUsed = process.cpuUsage(cachedCpu0)
       cachedCpu = (cachedUsed.user + cachedUsed.system) / 500
-      ;[peerPair, commitFloor, unflushedFloor] = yield* Effect.scoped(Effect.gen(function*() {
+      ;[peerPair, commitFloor, unflushedFloor, behindFloor] = yield* Effect.scoped(Effect.gen(function*() {
         const conn = yield* sql.reserve
+        const other = yield* sql.reserve
         const lock = db === "postgres"
           ? (key: number) => Effect.zipRight(
             conn.executeRaw("SELECT pg_advisory_lock($1)", [key]),
@@ -304,8 +341,26 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
             return samples
           })
           : [skipped]
-        yield* conn.executeRaw(db === "postgres" ? `DELETE FROM ${table} WHERE id = $1` : `DELETE FROM ${table} WHERE id = ?`, [id])
-        return [peer, commits, unflushed] as const
+        // The acquire behind the release: two rows, two connections (PostgreSQL: both without the flush).
+        const otherId = `floor-${run}-b`
+        yield* other.executeRaw(db === "postgres" ? `INSERT INTO ${table} VALUES ($1, 0)` : `INSERT INTO ${table} VALUES (?, 0)`, [otherId])
+        const updateOther = db === "postgres"
+          ? other.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [otherId])
+          : other.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ?`, [otherId])
+        if (db === "postgres") {
+          yield* conn.executeRaw("SET synchronous_commit = off", [])
+          yield* other.executeRaw("SET synchronous_commit = off", [])
+        }
+        const behind = yield* commitBehindFloor(update, updateOther)
+        if (db === "postgres") {
+          yield* conn.executeRaw("RESET synchronous_commit", [])
+          yield* other.executeRaw("RESET synchronous_commit", [])
+        }
+        yield* conn.executeRaw(
+          db === "postgres" ? `DELETE FROM ${table} WHERE id IN ($1, $2)` : `DELETE FROM ${table} WHERE id IN (?, ?)`,
+          [id, otherId]
+        )
+        return [peer, commits, unflushed, behind] as const
       }))
     }
 
@@ -314,6 +369,7 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
     let waiterQueriesPerSecond = skipped
     let waiterPollsPerSecond = skipped
     let handoverFloor: ReadonlyArray<number> = [skipped]
+    let handoverFloorUnflushed: ReadonlyArray<number> = [skipped]
     if (only.has("handover")) {
       log(`${db}: handover`)
       const waiterCount = yield* Ref.make(0)
@@ -357,7 +413,11 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       waiterPollsPerSecond = (longQueries - ((yield* Ref.get(waiterRenewals)) - renewalsBefore)) / 2
       yield* Scope.close(longHolding, Exit.void)
       yield* Fiber.join(longFiber)
-      if (db === "postgres") handoverFloor = yield* pgHandoverFloor(prefix, run)
+      if (db === "postgres") {
+        const floors = yield* pgHandoverFloor(prefix, run)
+        handoverFloor = floors.durable
+        handoverFloorUnflushed = floors.unflushed
+      }
     }
 
     let renewQueriesPerInterval = skipped
@@ -426,12 +486,14 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
       peerPair: median(peerPair) * 1000,
       commitFloor: median(commitFloor) * 1000,
       unflushedFloor: median(unflushedFloor) * 1000,
+      behindFloor: median(behindFloor) * 1000,
       handoverMedian: median(handovers),
       handoverP90: percentile(handovers, 90),
       waiterQueriesPerHandover,
       waiterQueriesPerSecond,
       waiterPollsPerSecond,
       handoverFloor: median(handoverFloor),
+      handoverFloorUnflushed: median(handoverFloorUnflushed),
       renewQueriesPerInterval,
       renewLatency: median(renewLatency),
       renewRowsTouched,
@@ -536,8 +598,10 @@ export const main = async (
   row("sql uncontended", "LeaseBackend alone, round trips per acquire + release (client count)", "round trips", (r) => r.backendOnlyRoundTrips)
   row("sql uncontended", "durable floor: two one-row UPDATE commits on one connection, median", "µs", (r) => r.commitFloor)
   row("sql uncontended", "floor without the flush (PostgreSQL, as Simba commits): the same two commits with synchronous_commit off, median", "µs", (r) => r.unflushedFloor)
+  row("sql uncontended", "floor of withLock (its release not awaited): one commit sent right behind another's, on a second connection, as Simba commits (PostgreSQL without the flush), median", "µs", (r) => r.behindFloor)
   row("sql handover", "release → waiter holds, median of 30", "ms", (r) => r.handoverMedian)
   row("sql handover", "floor (PostgreSQL): one durable UPDATE + pg_notify commit → a LISTEN connection hears it, same idle, median of 30", "ms", (r) => r.handoverFloor)
+  row("sql handover", "floor without the flush (PostgreSQL, as Simba's release commits): the same, synchronous_commit off, median of 30", "ms", (r) => r.handoverFloorUnflushed)
   row("sql handover", "release → waiter holds, p90 of 30", "ms", (r) => r.handoverP90)
   row("sql handover", "waiter queries per handover (waits of 10–40 ms; its first try included)", "queries", (r) => r.waiterQueriesPerHandover)
   row("sql handover", "waiter queries/s during a 2 s wait (retries, renewals, polls)", "1/s", (r) => r.waiterQueriesPerSecond)
@@ -564,12 +628,14 @@ export const main = async (
   const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
   console.log("Targets:")
   console.log(`  PostgreSQL: uncontended <= 2.5× the advisory-lock pair: ${(pg.uncontended / pg.peerPair).toFixed(2)}× → ${verdict(pg.uncontended <= 2.5 * pg.peerPair)} (its two commits without the flush alone are ${(pg.unflushedFloor / pg.peerPair).toFixed(2)}× the pair)`)
-  console.log(`  MySQL/MariaDB: uncontended <= 3× the GET_LOCK pair, or the durable floor that stops it: ${(my.uncontended / my.peerPair).toFixed(2)}× the pair, ${(my.uncontended / my.commitFloor).toFixed(2)}× the durable floor (itself ${(my.commitFloor / my.peerPair).toFixed(2)}× the pair) → ${verdict(my.uncontended <= Math.max(3 * my.peerPair, my.commitFloor))}`)
+  // withLock does not await its release: the floor that can stop it is one durable commit sent behind
+  // another (the acquire behind the last release), not two commits in a row.
+  console.log(`  MySQL/MariaDB: uncontended <= 3× the GET_LOCK pair, or the durable floor that stops it: ${(my.uncontended / my.peerPair).toFixed(2)}× the pair, ${(my.uncontended / my.behindFloor).toFixed(2)}× its floor, one durable commit behind another (${my.behindFloor.toFixed(0)} µs, itself ${(my.behindFloor / my.peerPair).toFixed(2)}× the pair; two durable commits in a row ${my.commitFloor.toFixed(0)} µs) → ${verdict(my.uncontended <= Math.max(3 * my.peerPair, my.behindFloor))}`)
   for (const [label, r] of [["PostgreSQL", pg], ["MySQL/MariaDB", my]] as const) {
     console.log(`  ${label}: renewal one round trip per interval: ${r.renewQueriesPerInterval.toFixed(2)} → ${verdict(r.renewQueriesPerInterval <= 1.05)}; rows touched ${r.renewRowsTouched}`)
     console.log(`  ${label}: failover ≤ leaseDuration + renewInterval (2,667 ms): max ${r.failoverMax.toFixed(0)} ms → ${verdict(r.failoverMax <= 2667)}`)
   }
-  console.log(`  PostgreSQL handover median < 1.5 ms: ${pg.handoverMedian.toFixed(2)} ms → ${verdict(pg.handoverMedian < 1.5)} (floor, a durable UPDATE + pg_notify heard by a listener after the same idle: ${pg.handoverFloor.toFixed(2)} ms)`)
+  console.log(`  PostgreSQL handover median < 1.5 ms: ${pg.handoverMedian.toFixed(2)} ms → ${verdict(pg.handoverMedian < 1.5)} (floor, an UPDATE + pg_notify heard by a listener after the same idle: ${pg.handoverFloor.toFixed(2)} ms durable, ${pg.handoverFloorUnflushed.toFixed(2)} ms without the flush, as Simba's release commits)`)
   console.log(`  PostgreSQL with no waiter queries: ${(pg.waiterQueriesPerHandover - 1).toFixed(2)} queries per handover beyond the first try; while waiting ${pg.waiterPollsPerSecond.toFixed(1)} queries/s besides renewals, the candidate's retry timer (every renewInterval / 2 + jitter), none to learn of a release`)
   console.log(`  MySQL handover median < 100 ms at ≤ 20 queries/s: ${my.handoverMedian.toFixed(1)} ms, ${my.waiterQueriesPerSecond.toFixed(1)} queries/s → ${verdict(my.handoverMedian < 100 && my.waiterQueriesPerSecond <= 20)}`)
   console.log(complete ? `Wrote ${out}` : "Some sections left out (--only): nothing written")
