@@ -15,6 +15,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 
 /** Runs statements on reserved connections, at most `size` at once. */
@@ -67,12 +68,18 @@ export const make = (sql: SqlClient.SqlClient, size: number): Effect.Effect<Lane
       const lane = idle.pop()
       return lane === undefined ? reserve : Effect.succeed(lane)
     })
+    const onLane = (statement: string, params: ReadonlyArray<unknown>) =>
+      Effect.flatMap(take, (lane) =>
+        lane.connection.execute(statement, params, undefined).pipe(
+          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.sync(() => idle.push(lane)) : setAside(lane))
+        ))
+    // A free lane is taken in the caller's turn, so the statement is on the wire before the caller's
+    // fiber yields: `withPermits` always waits for a turn of the scheduler, even with permits free,
+    // and the release of a hand-over waited behind everything else its step did (0.2-0.5 ms measured).
     const run = (statement: string, params: ReadonlyArray<unknown>) =>
-      permits.withPermits(1)(
-        Effect.flatMap(take, (lane) =>
-          lane.connection.execute(statement, params, undefined).pipe(
-            Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.sync(() => idle.push(lane)) : setAside(lane))
-          ))
+      Effect.flatMap(
+        permits.withPermitsIfAvailable(1)(onLane(statement, params)),
+        (ran) => Option.isSome(ran) ? Effect.succeed(ran.value) : permits.withPermits(1)(onLane(statement, params))
       )
     return { run }
   })
