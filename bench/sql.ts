@@ -383,14 +383,18 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
         const name = `h-${run}-${i}`
         const holding = yield* Scope.make()
         yield* Scope.extend(holder.lock(name), holding)
-        const acquired = yield* Deferred.make<number>()
+        const acquired = yield* Deferred.make<{ readonly at: number; readonly queries: number }>()
         const before = yield* Ref.get(waiterCount)
-        const fiber = yield* Effect.fork(waiter.withLock(name, Effect.flatMap(Effect.sync(now), (at) => Deferred.succeed(acquired, at))))
+        // The waiter's queries are read as its body starts: its own release, sent as the body ends,
+        // is not a query to learn of the hand-over.
+        const fiber = yield* Effect.fork(waiter.withLock(
+          name,
+          Effect.flatMap(Ref.get(waiterCount), (queries) => Deferred.succeed(acquired, { at: now(), queries }))
+        ))
         yield* Effect.promise(() => sleep(waitBeforeRelease()))
         const released = now()
         yield* Scope.close(holding, Exit.void)
-        const at = yield* Deferred.await(acquired)
-        const after = yield* Ref.get(waiterCount)
+        const { at, queries: after } = yield* Deferred.await(acquired)
         yield* Fiber.join(fiber)
         if (i >= 5) {
           samples.push(at - released)
