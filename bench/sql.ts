@@ -315,51 +315,36 @@ const runDb = (db: Db, only: ReadonlySet<Section>, log: (line: string) => void) 
         const peer = yield* timed(500, (i) => lock(i))
         // Two autocommitted one-row updates: what any acquire + release that survives a crash costs at least.
         const table = floorTable(prefix)
+        const param = (n: number) => (db === "postgres" ? `$${n}` : "?")
+        const insertRow = (on: Connection, id: string) => on.executeRaw(`INSERT INTO ${table} VALUES (${param(1)}, 0)`, [id])
+        const updateRow = (on: Connection, id: string) =>
+          on.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ${param(1)}`, [id])
+        // PostgreSQL: `effect` with `on`'s commits not waiting for the flush, as Simba's routines commit.
+        const unflushedOn = <A, E>(on: ReadonlyArray<Connection>, effect: Effect.Effect<A, E>) =>
+          Effect.acquireUseRelease(
+            Effect.forEach(on, (c) => c.executeRaw("SET synchronous_commit = off", []), { discard: true }),
+            () => effect,
+            () => Effect.orDie(Effect.forEach(on, (c) => c.executeRaw("RESET synchronous_commit", []), { discard: true }))
+          )
         const id = `floor-${run}`
-        const write = db === "postgres"
-          ? Effect.zipRight(
-            conn.executeRaw(floorTableDdl.postgres(table), []),
-            conn.executeRaw(`INSERT INTO ${table} VALUES ($1, 0)`, [id])
-          )
-          : Effect.zipRight(
-            conn.executeRaw(floorTableDdl.mysql(table), []),
-            conn.executeRaw(`INSERT INTO ${table} VALUES (?, 0)`, [id])
-          )
-        yield* write
-        const update = db === "postgres"
-          ? conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [id])
-          : conn.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ?`, [id])
+        yield* conn.executeRaw(floorTableDdl[db](table), [])
+        yield* insertRow(conn, id)
+        const update = updateRow(conn, id)
         yield* timed(WARMUP, () => Effect.zipRight(update, update))
         const commits = yield* timed(500, () => Effect.zipRight(update, update))
-        // PostgreSQL: the same two commits without waiting for the flush, as Simba's routines commit.
+        // PostgreSQL: the same two commits without waiting for the flush.
         const unflushed = db === "postgres"
-          ? yield* Effect.gen(function*() {
-            yield* conn.executeRaw("SET synchronous_commit = off", [])
-            yield* timed(WARMUP, () => Effect.zipRight(update, update))
-            const samples = yield* timed(500, () => Effect.zipRight(update, update))
-            yield* conn.executeRaw("RESET synchronous_commit", [])
-            return samples
-          })
+          ? yield* unflushedOn(
+            [conn],
+            Effect.zipRight(timed(WARMUP, () => Effect.zipRight(update, update)), timed(500, () => Effect.zipRight(update, update)))
+          )
           : [skipped]
         // The acquire behind the release: two rows, two connections (PostgreSQL: both without the flush).
         const otherId = `floor-${run}-b`
-        yield* other.executeRaw(db === "postgres" ? `INSERT INTO ${table} VALUES ($1, 0)` : `INSERT INTO ${table} VALUES (?, 0)`, [otherId])
-        const updateOther = db === "postgres"
-          ? other.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [otherId])
-          : other.executeRaw(`UPDATE ${table} SET n = n + 1 WHERE id = ?`, [otherId])
-        if (db === "postgres") {
-          yield* conn.executeRaw("SET synchronous_commit = off", [])
-          yield* other.executeRaw("SET synchronous_commit = off", [])
-        }
-        const behind = yield* commitBehindFloor(update, updateOther)
-        if (db === "postgres") {
-          yield* conn.executeRaw("RESET synchronous_commit", [])
-          yield* other.executeRaw("RESET synchronous_commit", [])
-        }
-        yield* conn.executeRaw(
-          db === "postgres" ? `DELETE FROM ${table} WHERE id IN ($1, $2)` : `DELETE FROM ${table} WHERE id IN (?, ?)`,
-          [id, otherId]
-        )
+        yield* insertRow(other, otherId)
+        const behindFloor = commitBehindFloor(update, updateRow(other, otherId))
+        const behind = db === "postgres" ? yield* unflushedOn([conn, other], behindFloor) : yield* behindFloor
+        yield* conn.executeRaw(`DELETE FROM ${table} WHERE id IN (${param(1)}, ${param(2)})`, [id, otherId])
         return [peer, commits, unflushed, behind] as const
       }))
     }
