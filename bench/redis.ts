@@ -47,6 +47,7 @@ import {
   foreignScripts,
   serverCommands,
   serverDelta,
+  serverMicros,
   serverStats,
   sleep,
   sleepUntil,
@@ -185,6 +186,8 @@ export const closeScope = (scope: Scope.CloseableScope): Promise<void> => Effect
 export interface FloorResult {
   readonly ping: ReadonlyArray<number>
   readonly eval: ReadonlyArray<number>
+  /** The server's µs per `EVAL` of `return 1` (its own time, no network), least of 5 batches of 200. */
+  readonly evalServerMicros: number
   /** Release script that PUBLISHes → subscriber hears it → one EVAL: the least a push handover costs. */
   readonly pushHandover: ReadonlyArray<number>
   /**
@@ -212,6 +215,9 @@ export const floor = async (ctx: Context): Promise<FloorResult> => {
   try {
     const ping = await timeSequential(2000, 300, () => redis.ping())
     const evalSamples = await timeSequential(2000, 300, () => redis.eval("return 1", 0))
+    const evalServerMicros = await serverTimePerOp(ctx, 200, [], async (batch) => {
+      for (let i = 0; i < batch; i++) await redis.eval("return 1", 0)
+    })
     const channel = `${ctx.prefix}:floor:released`
     let onMessage: (() => void) | undefined
     subscriber.on("message", () => onMessage?.())
@@ -232,7 +238,7 @@ export const floor = async (ctx: Context): Promise<FloorResult> => {
       await handOver()
       pushHandoverAfterIdle.push(now() - t0)
     }
-    return { ping, eval: evalSamples, pushHandover, pushHandoverAfterIdle }
+    return { ping, eval: evalSamples, evalServerMicros, pushHandover, pushHandoverAfterIdle }
   } finally {
     await Promise.all([quit(redis), quit(waiter), quit(subscriber)])
   }
@@ -249,6 +255,11 @@ export interface UncontendedResult {
   readonly cpuPerPair: number
   /** Server commands (in-script ones included) per acquire + release, least of 5 batches of 50. */
   readonly commandsPerPair: number
+  /**
+   * The server's own µs per acquire + release (its top-level commands, scripts with what they run;
+   * no network), least of 5 batches of 50.
+   */
+  readonly serverMicrosPerPair: number
 }
 
 export interface SimbaUncontendedResult extends UncontendedResult {
@@ -276,6 +287,26 @@ const calibrate = async (ctx: Context, batch: number, run: (batch: number, round
     await run(batch, round)
     const after = await serverCommands(ctx.monitor)
     least = Math.min(least, serverDelta(before, after))
+  }
+  return least / batch
+}
+
+/**
+ * The server's µs per operation in a lock's top-level commands (see `serverMicros`; `plain`: the
+ * plain commands it sends besides scripts): 5 batches of `batch` operations, each between two `INFO`
+ * readings, the least batch divided by `batch` (other traffic can only add).
+ */
+const serverTimePerOp = async (
+  ctx: Context,
+  batch: number,
+  plain: ReadonlyArray<string>,
+  run: (batch: number, round: number) => Promise<void>
+) => {
+  let least = Number.POSITIVE_INFINITY
+  for (let round = 0; round < 5; round++) {
+    const before = await serverStats(ctx.monitor)
+    await run(batch, round)
+    least = Math.min(least, serverMicros(before, await serverStats(ctx.monitor), plain))
   }
   return least / batch
 }
@@ -353,9 +384,14 @@ export const uncontendedSimba = async (ctx: Context): Promise<SimbaUncontendedRe
       // withLock returns once the engine sent the release; let the last one land before INFO.
       await sleep(20)
     })
+    const serverMicrosPerPair = await serverTimePerOp(ctx, 50, [], async (batch, round) => {
+      await Effect.runPromise(timed(`srv-${round}`, batch, pair))
+      await sleep(20)
+    })
     return {
       samples,
       cpuPerPair,
+      serverMicrosPerPair,
       backendOnly,
       backendOnlyCpuPerPair,
       sameName,
@@ -380,7 +416,12 @@ export const uncontendedPeer = async (ctx: Context, kind: PeerKind): Promise<Unc
     const commandsPerPair = await calibrate(ctx, 50, async (batch, round) => {
       for (let i = 0; i < batch; i++) await pair(`cal-${round}-${i}`)
     })
-    return { samples, cpuPerPair, commandsPerPair }
+    // redis-semaphore takes a Mutex with a plain SET NX (its release script runs no SET); redlock
+    // sends scripts only.
+    const serverMicrosPerPair = await serverTimePerOp(ctx, 50, kind === "redisSemaphore" ? ["set"] : [], async (batch, round) => {
+      for (let i = 0; i < batch; i++) await pair(`srv-${round}-${i}`)
+    })
+    return { samples, cpuPerPair, commandsPerPair, serverMicrosPerPair }
   } finally {
     await peer.close()
   }

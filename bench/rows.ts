@@ -31,3 +31,10 @@ export interface ZkRow {
   readonly simba: number | null
   readonly floor: number | null
 }
+
+/** The first row of `bench` whose metric matches `metric`. */
+export const find = <A extends { readonly bench: string; readonly metric: string }>(
+  rows: ReadonlyArray<A>,
+  bench: string,
+  metric: RegExp
+): A | undefined => rows.find((row) => row.bench === bench && metric.test(row.metric))

@@ -7,7 +7,8 @@
  * Sections (see `redis.ts` for the settings and `util.ts` for how commands are counted):
  * - floor: PING, EVAL of `return 1`, and the least a push handover can cost on this machine;
  * - uncontended: acquire + release on a fresh name, 2,000 sequential runs after 4,000 warm-up runs
- *   (steady state, see `WARMUP` in `redis.ts`); for Simba also the LeaseBackend alone and the two
+ *   (steady state, see `WARMUP` in `redis.ts`), and the server's own time in each lock's commands
+ *   (`INFO commandstats`); for Simba also the LeaseBackend alone and the two
  *   floors under it (`floors/`: its scripts through bare ioredis, the prescribed shell shape without
  *   the engine); then what an idle Simba client of the same prefix in another process spends
  *   meanwhile (`floors/bystander.ts`);
@@ -41,7 +42,9 @@
  * bench:report`) or `--only engine` (that section alone, no Redis needed): prints those rows and stops,
  * writing no other results. `--help` prints this usage and stops.
  *
- * A full run ends with `report.ts`, which regenerates docs/performance.md from the results files.
+ * A full run ends with `report.ts`, which records the issues' targets of the run in
+ * `bench/history.json` (`targets.ts`: their spread over the last runs) and regenerates
+ * docs/performance.md from the results files.
  * The investigation harnesses (the floors, the idle client, the runtime-operation count) are in
  * `floors/`.
  */
@@ -522,6 +525,18 @@ const main = async () => {
       redlock: uRedlock.commandsPerPair,
       redisSemaphore: uMutex.commandsPerPair
     })
+    row("uncontended", "Redis server time per acquire + release (its own µs in the lock's commands, no network; floor: an EVAL of `return 1`)", "µs", {
+      simba: uSimba.serverMicrosPerPair,
+      redlock: uRedlock.serverMicrosPerPair,
+      redisSemaphore: uMutex.serverMicrosPerPair,
+      floor: floor.evalServerMicros
+    })
+    // What Simba's withLock cannot go below with today's scripts: the caller waits for one round trip
+    // (an EVAL's), plus what its scripts cost the server beyond an EVAL's own: the acquire's, and the
+    // previous release's, which the server runs just before (back to back, it is sent first).
+    row("uncontended", "floor: one EVAL round trip + Simba's server time per acquire + release beyond an EVAL's", "µs", {
+      floor: us(evalMedian) + uSimba.serverMicrosPerPair - floor.evalServerMicros
+    })
     row("uncontended", "Simba round trips per acquire + release (client count, renewals left out)", "round trips", {
       simba: uSimba.roundTripsPerPair,
       floor: 2
@@ -652,6 +667,15 @@ const main = async () => {
     const handoverFloor = R.summary.median(hFloors.scriptsBare)
     console.log("Targets:")
     console.log(`  uncontended median <= 0.8× the faster peer: ${uRatio.toFixed(2)}× → ${verdict(uRatio <= 0.8)}`)
+    {
+      const fastPeer = Math.min(R.summary.median(uRedlock.samples), R.summary.median(uMutex.samples))
+      const oneTrip = us(evalMedian) + uSimba.serverMicrosPerPair - floor.evalServerMicros
+      console.log(
+        `    its floor with today's scripts (one EVAL round trip + ${uSimba.serverMicrosPerPair.toFixed(1)} µs of server time per pair, ` +
+          `the peers' ${uRedlock.serverMicrosPerPair.toFixed(1)} / ${uMutex.serverMicrosPerPair.toFixed(1)} µs): ${oneTrip.toFixed(0)} µs = ` +
+          `${(oneTrip / us(fastPeer)).toFixed(2)}× the faster peer`
+      )
+    }
     console.log(
       `  uncontended CPU <= 2.0× the faster peer's and <= 1.6× the bare-scripts floor's: ${(uSimba.cpuPerPair / uFastCpu).toFixed(2)}×, ` +
         `${(uSimba.cpuPerPair / uFloors.scriptsBareCpuPerPair).toFixed(2)}× → ` +
@@ -699,7 +723,7 @@ const main = async () => {
     console.log(`Wrote ${out}`)
     await (await import("./zookeeper.js")).main(log) // ZooKeeper: bench/results-zookeeper.json
     await (await import("./sql.js")).main(log) // PostgreSQL and MySQL/MariaDB: bench/results-sql.json
-    await (await import("./report.js")).main(log) // docs/performance.md from the three results files
+    await (await import("./report.js")).main(log, started) // records the run's targets, then docs/performance.md
   } finally {
     const deleted = await deleteKeys(monitor, [`${prefix}:`, `mutex:${prefix}:`])
     log(`deleted ${deleted} keys under ${prefix}`)

@@ -171,6 +171,11 @@ export interface ServerStats {
   readonly scripts: number
   /** Scripts this process had sent when the reading was taken. */
   readonly ourScripts: number
+  /**
+   * The server's µs spent in `command` so far (`INFO commandstats`, lower-case name). A script's
+   * (`evalsha`, `eval`) include the commands it runs, which are also counted under their own names.
+   */
+  readonly micros: (command: string) => number
 }
 
 /**
@@ -183,8 +188,18 @@ export const serverStats = async (monitor: Redis): Promise<ServerStats> => {
   const total = /total_commands_processed:(\d+)/.exec(info)
   if (total === null) throw new Error("INFO stats has no total_commands_processed")
   const calls = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
-  return { total: Number(total[1]), scripts: calls("evalsha") + calls("eval"), ourScripts }
+  const micros = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=\\d+,usec=(\\d+)`).exec(info)?.[1] ?? 0)
+  return { total: Number(total[1]), scripts: calls("evalsha") + calls("eval"), ourScripts, micros }
 }
+
+/**
+ * The server's µs between two readings in a lock's top-level commands: its scripts (`EVALSHA`,
+ * `EVAL`, each with the commands it runs) and the plain commands it sends itself (`plain`, e.g.
+ * redis-semaphore's `SET NX`), which must be commands its scripts never run. Other clients' commands
+ * are counted too: measure in a window nobody else uses (see `foreignScripts`).
+ */
+export const serverMicros = (before: ServerStats, after: ServerStats, plain: ReadonlyArray<string> = []): number =>
+  ["evalsha", "eval", ...plain].reduce((sum, command) => sum + after.micros(command) - before.micros(command), 0)
 
 /**
  * Scripts other clients ran between two readings: the server's script calls minus ours (a few of
