@@ -277,39 +277,38 @@ export interface SimbaUncontendedResult extends UncontendedResult {
 export const RUNS = 2000
 
 /**
- * Server commands per operation: 5 batches of `batch` operations, each between two `INFO` readings;
- * the least batch wins (other traffic, a renewal in passing, can only add commands), divided by `batch`.
+ * A server count per operation: 5 batches of `batch` operations, each between two readings; the least
+ * batch wins (other traffic, a renewal in passing, can only add), divided by `batch`.
  */
-const calibrate = async (ctx: Context, batch: number, run: (batch: number, round: number) => Promise<void>) => {
-  let least = Number.POSITIVE_INFINITY
-  for (let round = 0; round < 5; round++) {
-    const before = await serverCommands(ctx.monitor)
-    await run(batch, round)
-    const after = await serverCommands(ctx.monitor)
-    least = Math.min(least, serverDelta(before, after))
-  }
-  return least / batch
-}
-
-/**
- * The server's µs per operation in a lock's top-level commands (see `serverMicros`; `plain`: the
- * plain commands it sends besides scripts): 5 batches of `batch` operations, each between two `INFO`
- * readings, the least batch divided by `batch` (other traffic can only add).
- */
-const serverTimePerOp = async (
-  ctx: Context,
+const leastPerOp = async <R>(
   batch: number,
-  plain: ReadonlyArray<string>,
+  read: () => Promise<R>,
+  delta: (before: R, after: R) => number,
   run: (batch: number, round: number) => Promise<void>
 ) => {
   let least = Number.POSITIVE_INFINITY
   for (let round = 0; round < 5; round++) {
-    const before = await serverStats(ctx.monitor)
+    const before = await read()
     await run(batch, round)
-    least = Math.min(least, serverMicros(before, await serverStats(ctx.monitor), plain))
+    least = Math.min(least, delta(before, await read()))
   }
   return least / batch
 }
+
+/** Server commands per operation (`INFO` readings, see `leastPerOp`). */
+const calibrate = (ctx: Context, batch: number, run: (batch: number, round: number) => Promise<void>) =>
+  leastPerOp(batch, () => serverCommands(ctx.monitor), serverDelta, run)
+
+/**
+ * The server's µs per operation in a lock's top-level commands (see `serverMicros`; `plain`: the
+ * plain commands it sends besides scripts), as `leastPerOp` counts.
+ */
+const serverTimePerOp = (
+  ctx: Context,
+  batch: number,
+  plain: ReadonlyArray<string>,
+  run: (batch: number, round: number) => Promise<void>
+) => leastPerOp(batch, () => serverStats(ctx.monitor), (before, after) => serverMicros(before, after, plain), run)
 
 /**
  * Three parts, in this order, each with nothing else of Simba alive in the process (a live client

@@ -534,8 +534,9 @@ const main = async () => {
     // What Simba's withLock cannot go below with today's scripts: the caller waits for one round trip
     // (an EVAL's), plus what its scripts cost the server beyond an EVAL's own: the acquire's, and the
     // previous release's, which the server runs just before (back to back, it is sent first).
+    const oneTripFloor = us(evalMedian) + uSimba.serverMicrosPerPair - floor.evalServerMicros
     row("uncontended", "floor: one EVAL round trip + Simba's server time per acquire + release beyond an EVAL's", "µs", {
-      floor: us(evalMedian) + uSimba.serverMicrosPerPair - floor.evalServerMicros
+      floor: oneTripFloor
     })
     row("uncontended", "Simba round trips per acquire + release (client count, renewals left out)", "round trips", {
       simba: uSimba.roundTripsPerPair,
@@ -667,15 +668,11 @@ const main = async () => {
     const handoverFloor = R.summary.median(hFloors.scriptsBare)
     console.log("Targets:")
     console.log(`  uncontended median <= 0.8× the faster peer: ${uRatio.toFixed(2)}× → ${verdict(uRatio <= 0.8)}`)
-    {
-      const fastPeer = Math.min(R.summary.median(uRedlock.samples), R.summary.median(uMutex.samples))
-      const oneTrip = us(evalMedian) + uSimba.serverMicrosPerPair - floor.evalServerMicros
-      console.log(
-        `    its floor with today's scripts (one EVAL round trip + ${uSimba.serverMicrosPerPair.toFixed(1)} µs of server time per pair, ` +
-          `the peers' ${uRedlock.serverMicrosPerPair.toFixed(1)} / ${uMutex.serverMicrosPerPair.toFixed(1)} µs): ${oneTrip.toFixed(0)} µs = ` +
-          `${(oneTrip / us(fastPeer)).toFixed(2)}× the faster peer`
-      )
-    }
+    console.log(
+      `    its floor with today's scripts (one EVAL round trip + ${uSimba.serverMicrosPerPair.toFixed(1)} µs of server time per pair, ` +
+        `the peers' ${uRedlock.serverMicrosPerPair.toFixed(1)} / ${uMutex.serverMicrosPerPair.toFixed(1)} µs): ${oneTripFloor.toFixed(0)} µs = ` +
+        `${(oneTripFloor / us(uFast)).toFixed(2)}× the faster peer`
+    )
     console.log(
       `  uncontended CPU <= 2.0× the faster peer's and <= 1.6× the bare-scripts floor's: ${(uSimba.cpuPerPair / uFastCpu).toFixed(2)}×, ` +
         `${(uSimba.cpuPerPair / uFloors.scriptsBareCpuPerPair).toFixed(2)}× → ` +
