@@ -11,7 +11,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { find, type RedisRow, type SqlRow, type ZkRow } from "./rows.js"
+import { find, isNumber, type RedisRow, type SqlRow, type ZkRow } from "./rows.js"
 import { readHistory, record, type Results, type RunRecord, type Target, targets } from "./targets.js"
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url))
@@ -21,12 +21,10 @@ const read = <A>(file: string): ReadonlyArray<A> => {
   return existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as ReadonlyArray<A>) : []
 }
 
-
 // -------------------------------------------------------------------------------------------------
 // Formatting
 // -------------------------------------------------------------------------------------------------
 
-const isNumber = (x: number | null | undefined): x is number => typeof x === "number" && Number.isFinite(x)
 
 const grouped = (x: number): string => Math.round(x).toLocaleString("en-US")
 
@@ -562,6 +560,14 @@ ${holdsTable(redis)}
 ${clientTable(redis)}
 `
 
+/** One target's figure and verdict in a line, as the bench prints them. */
+export const targetLine = (
+  target: Target,
+  { met, value }: { readonly value: number | null | undefined; readonly met: boolean | null | undefined }
+): string =>
+  `#${target.issue} ${target.label} (${target.goal}): ${isNumber(value) ? fmt(value, target.unit) : "—"} → ` +
+  (met === true ? "met" : met === false ? "MISSED" : "no figure")
+
 /**
  * Writes docs/performance.md from the results files. `runStartedAt` (ms since the epoch): a full run
  * has just written them, and its targets are recorded in \`bench/history.json\` first.
@@ -579,6 +585,7 @@ export const main = async (
     const run = record(results, new Date(runStartedAt))
     const met = targets.filter((target) => run.values[target.label]?.met === true).length
     log(`recorded the run's targets in bench/history.json: ${met} of ${targets.length} met`)
+    for (const target of targets) log(`  ${targetLine(target, run.values[target.label] ?? { value: null, met: null })}`)
   }
   const out = here("../docs/performance.md")
   writeFileSync(out, render(results.redis, results.sql, results.zk))

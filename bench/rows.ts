@@ -38,3 +38,6 @@ export const find = <A extends { readonly bench: string; readonly metric: string
   bench: string,
   metric: RegExp
 ): A | undefined => rows.find((row) => row.bench === bench && metric.test(row.metric))
+
+/** Whether a results file's figure is there (a number, not `null` or a non-finite value). */
+export const isNumber = (x: number | null | undefined): x is number => typeof x === "number" && Number.isFinite(x)

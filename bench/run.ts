@@ -58,6 +58,8 @@ import * as Bystander from "./floors/bystander.js"
 import * as Floors from "./floors/redis.js"
 import * as R from "./redis.js"
 import * as R10k from "./renew10k.js"
+import { main as writeReport, targetLine } from "./report.js"
+import { targets } from "./targets.js"
 import {
   deleteKeys,
   installRoundTripCounter,
@@ -367,15 +369,10 @@ const main = async () => {
         `(${us(kMutex.cpuPerBody).toFixed(1)} µs CPU); memory ${us(R.summary.median(kMemory.samples)).toFixed(1)} µs; ` +
         `asked ${R.summary.median(asked.askToBody).toFixed(2)} ms, body → body ${R.summary.median(asked.bodyToBody).toFixed(2)} ms`
     )
-    const kFast = Math.min(R.summary.median(kRedlock.samples), R.summary.median(kMutex.samples))
-    const kFastCpu = Math.min(kRedlock.cpuPerBody, kMutex.cpuPerBody)
-    const kVerdict = (ok: boolean) => (ok ? "met" : "MISSED")
-    log(
-      `cached targets: median <= 0.1x the faster peer: ${(R.summary.median(kSimba.samples) / kFast).toFixed(3)}x → ` +
-        `${kVerdict(R.summary.median(kSimba.samples) <= 0.1 * kFast)}; CPU <= 0.3x: ${(kSimba.cpuPerBody / kFastCpu).toFixed(2)}x → ` +
-        `${kVerdict(kSimba.cpuPerBody <= 0.3 * kFastCpu)}; body ends → the other client's body starts <= 1.5 ms: ` +
-        `${R.summary.median(asked.bodyToBody).toFixed(2)} ms → ${kVerdict(R.summary.median(asked.bodyToBody) <= 1.5)}`
-    )
+    // Its targets (issue 28), judged from its rows as at the end of a full run.
+    for (const target of targets.filter((t) => t.label.startsWith("Redis, keep:"))) {
+      log(`cached target ${targetLine(target, target.measure({ redis: rows, sql: [], zk: [] }))}`)
+    }
   }
 
   try {
@@ -461,7 +458,6 @@ const main = async () => {
         simba: R.summary.median(hFloors.shellShape),
         floor: R.summary.median(floor.pushHandoverAfterIdle)
       })
-      return { simba: hSimba, floors: hFloors }
     }
     if (only === "handover") {
       await handoverSection()
@@ -632,7 +628,7 @@ const main = async () => {
     await renew10k()
 
     // ---- handover ----
-    const { floors: hFloors, simba: hSimba } = await handoverSection()
+    await handoverSection()
 
     // ---- cached ----
     await cachedSection()
@@ -651,45 +647,17 @@ const main = async () => {
     console.log()
     printTable()
     console.log()
-    const fasterPeer = (a: number, b: number) => Math.min(a, b)
-    const uFast = fasterPeer(R.summary.median(uRedlock.samples), R.summary.median(uMutex.samples))
-    const uRatio = R.summary.median(uSimba.samples) / uFast
-    const cBest = Math.max(
-      contended.defaults.redlock.sectionsPerSecond,
-      contended.defaults.redisSemaphore.sectionsPerSecond,
-      contended.tuned.redlock.sectionsPerSecond,
-      contended.tuned.redisSemaphore.sectionsPerSecond
-    )
-    const cBestDefaults = Math.max(contended.defaults.redlock.sectionsPerSecond, contended.defaults.redisSemaphore.sectionsPerSecond)
-    const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
-    const renewPerInterval = rSimba.roundTripsPerPeriod
-    const handoverMedian = R.summary.median(hSimba.samples)
-    const uFastCpu = Math.min(uRedlock.cpuPerPair, uMutex.cpuPerPair)
-    const handoverFloor = R.summary.median(hFloors.scriptsBare)
-    console.log("Targets:")
-    console.log(`  uncontended median <= 0.8× the faster peer: ${uRatio.toFixed(2)}× → ${verdict(uRatio <= 0.8)}`)
+    // The issues' targets are judged from the results files once SQL and ZooKeeper have run too
+    // (`targets.ts`, printed and recorded by `report.ts`); here only what explains them.
+    const uFast = Math.min(R.summary.median(uRedlock.samples), R.summary.median(uMutex.samples))
+    console.log("Beside the targets (judged at the end of the run):")
     console.log(
-      `    its floor with today's scripts (one EVAL round trip + ${uSimba.serverMicrosPerPair.toFixed(1)} µs of server time per pair, ` +
+      `  uncontended: its floor with today's scripts (one EVAL round trip + ${uSimba.serverMicrosPerPair.toFixed(1)} µs of server time per pair, ` +
         `the peers' ${uRedlock.serverMicrosPerPair.toFixed(1)} / ${uMutex.serverMicrosPerPair.toFixed(1)} µs): ${oneTripFloor.toFixed(0)} µs = ` +
         `${(oneTripFloor / us(uFast)).toFixed(2)}× the faster peer`
     )
-    console.log(
-      `  uncontended CPU <= 2.0× the faster peer's and <= 1.6× the bare-scripts floor's: ${(uSimba.cpuPerPair / uFastCpu).toFixed(2)}×, ` +
-        `${(uSimba.cpuPerPair / uFloors.scriptsBareCpuPerPair).toFixed(2)}× → ` +
-        `${verdict(uSimba.cpuPerPair <= 2 * uFastCpu && uSimba.cpuPerPair <= 1.6 * uFloors.scriptsBareCpuPerPair)}`
-    )
-    console.log(
-      `  contended throughput ≥ 0.9× the faster peer: ${(cSimba.sectionsPerSecond / cBestDefaults).toFixed(2)}× of the faster peer at defaults, ` +
-        `${(cSimba.sectionsPerSecond / cBest).toFixed(2)}× of the faster peer at any setting → ${verdict(cSimba.sectionsPerSecond >= 0.9 * cBest)}`
-    )
-    console.log(`  contended fairness ≥ 0.99: ${cSimba.fairness.toFixed(3)} → ${verdict(cSimba.fairness >= 0.99)}`)
-    console.log(`  contended longest wait < 100 ms: ${cSimba.longestWaitMs.toFixed(1)} ms → ${verdict(cSimba.longestWaitMs < 100)}`)
     console.log(`  contended waiter round trips: ${cSimba.waiterRoundTripsPerSecond.toFixed(1)}/s (${cSimba.waiterCommandsPerSecond.toFixed(0)} commands/s by the server count)`)
-    console.log(`  renew ≤ 1 round trip per renew interval: ${renewPerInterval.toFixed(2)} → ${verdict(renewPerInterval <= 1.05)}`)
-    console.log(
-      `  handover median <= 1.0 ms and <= 1.4× the bare-scripts floor: ${handoverMedian.toFixed(3)} ms, ${(handoverMedian / handoverFloor).toFixed(2)}× → ` +
-        `${verdict(handoverMedian <= 1 && handoverMedian <= 1.4 * handoverFloor)}`
-    )
+    console.log(`  renew: ${rSimba.roundTripsPerPeriod.toFixed(2)} round trips per renew interval (≤ 1: one per session)`)
     console.log()
     console.log("How the counts are made:")
     console.log("  Redis commands = INFO stats total_commands_processed deltas read on a separate connection; Redis counts the")
@@ -720,7 +688,7 @@ const main = async () => {
     console.log(`Wrote ${out}`)
     await (await import("./zookeeper.js")).main(log) // ZooKeeper: bench/results-zookeeper.json
     await (await import("./sql.js")).main(log) // PostgreSQL and MySQL/MariaDB: bench/results-sql.json
-    await (await import("./report.js")).main(log, started) // records the run's targets, then docs/performance.md
+    await writeReport(log, started) // records the run's targets, then docs/performance.md
   } finally {
     const deleted = await deleteKeys(monitor, [`${prefix}:`, `mutex:${prefix}:`])
     log(`deleted ${deleted} keys under ${prefix}`)

@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { find, type RedisRow, type SqlRow, type ZkRow } from "./rows.js"
+import { find, isNumber, type RedisRow, type SqlRow, type ZkRow } from "./rows.js"
 
 /** The three results files of one full run. */
 export interface Results {
@@ -33,7 +33,6 @@ export interface Target {
   readonly measure: (results: Results) => Measured
 }
 
-const isNumber = (x: number | null | undefined): x is number => typeof x === "number" && Number.isFinite(x)
 
 /** `value` with `ok(value)`; no verdict when a figure is missing. */
 const judged = (value: number | undefined, ok: (value: number) => boolean): Measured => ({
