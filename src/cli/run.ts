@@ -172,6 +172,9 @@ export const elect = (options: {
     const { client, grace, line, name } = options
     const signals = yield* Signals
     const runner = yield* makeRunner(line, grace, () => Effect.void)
+    // From here a signal stops the election (and the exit status is 0 when no command ran): said, so
+    // an operator, or a test, can tell a competing process from one still starting.
+    yield* say(`competing for ${name}`)
     const work = (term: Term) =>
       Effect.gen(function*() {
         yield* say(`leading ${name} (token ${term.token}); running ${line.command}`)

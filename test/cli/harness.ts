@@ -143,6 +143,13 @@ export const lockAndElectCases = (backend: Backend): void => {
     const electors = [0, 1, 2].map(() => simba(backend, ["elect", name, "--", ...holdCommand("leader")]))
     const leaders = () => electors.filter((e) => find(e, "HOLD") !== undefined)
     await procs.waitFor("a leader runs the command", () => leaders().length > 0, startup + 10_000)
+    // Every elector competes (its signal handling is in place): a SIGTERM to a `simba` still loading
+    // its modules ends it by the signal, as it would any Node process.
+    await procs.waitFor(
+      "all three compete",
+      () => electors.every((e) => procs.stderrOf(e.pid!).includes(`simba: competing for ${name}`)),
+      startup + 10_000
+    )
     await sleep(1_000)
     expect(leaders().length).toBe(1)
     const first = leaders()[0]!
