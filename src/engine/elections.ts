@@ -338,7 +338,9 @@ export const aboveReleased = (s: Step, name: string, token: bigint): boolean => 
  * pushed grant, or one whose message was lost and that a renewal lists), or the leftover of an
  * abandoned attempt. The waiting candidate adopts it only if the token is above every token of the
  * name it has seen (a holder's in a `HeldBy`, its own terms': so never a late or duplicate message, or a
- * renewal reply, about an earlier grant) and above any we released, and the session is live.
+ * renewal reply, about an earlier grant) and above any we released, and the session is live. While
+ * the session is SUSPENDED such a lease is neither adopted nor given back: it waits for the next
+ * renewal's list.
  *
  * A candidate that has seen no token of the name (its acquire failed, timed out, or was answered
  * `HeldBy` without one) cannot tell a current grant from a late message about an earlier one, so it
@@ -354,12 +356,15 @@ export const unaskedLease = (
   name: string,
   token: bigint
 ): void => {
-  const usable = candidate !== undefined && sessionId === s.session.id && sessionUsable(s) &&
-    s.session.status === "LIVE" && aboveReleased(s, name, token) && aboveSeen(s, name, token) &&
-    s.now >= quietUntil(s, name)
+  const acceptable = candidate !== undefined && sessionId === s.session.id && sessionUsable(s) &&
+    aboveReleased(s, name, token) && aboveSeen(s, name, token) && s.now >= quietUntil(s, name)
+  // A session in doubt (SUSPENDED) starts no term, and giving the grant back would cost the waiter its
+  // place in the store's queue: it stays with the session, and the next successful renewal lists it
+  // (the grant changed the session's lease set), which judges it again; a passed deadline ends both.
+  if (acceptable && s.session.status !== "LIVE") return
   // The reply records the token (rule 7); the lease is not the candidate's until then.
-  if (usable && candidate.seenToken === undefined && candidate.attempt === undefined) return tryAcquire(s, candidate)
-  if (usable && candidate.seenToken !== undefined && token > candidate.seenToken) return adopt(s, edit(s, candidate), token)
+  if (acceptable && candidate.seenToken === undefined && candidate.attempt === undefined) return tryAcquire(s, candidate)
+  if (acceptable && candidate.seenToken !== undefined && token > candidate.seenToken) return adopt(s, edit(s, candidate), token)
   giveBack(s, sessionId, name, token)
 }
 

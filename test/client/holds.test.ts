@@ -5,9 +5,9 @@
  * in the TCK (`test/tck/HoldCases.ts`), on every store that grants holds.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Ref } from "effect"
+import { Deferred, Effect, Fiber, Ref } from "effect"
 import { InvalidLeaseNameError, InvalidLockRequestError, LockReentryError, MemoryBackend, NotSupportedError } from "simba"
-import { advance, makeClient, settle } from "./helpers.js"
+import { advance, makeClient, makeClients, settle } from "./helpers.js"
 
 describe("withPermits / withReadLock (client)", () => {
   it.scoped("bad arguments fail at once with typed errors, before anything reaches the store", () =>
@@ -78,6 +78,38 @@ describe("withPermits / withReadLock (client)", () => {
       const next = yield* Effect.fork(b.client.withPermits("all", 2, Effect.succeed("ran"), { limit: 2 }))
       yield* advance("1 second", "10 millis")
       expect(yield* Fiber.join(next)).toBe("ran")
+    }))
+
+  it.scoped("a waiting writer whose renewals fail keeps its place: the grant pushed while SUSPENDED is not given back, so the reader behind it still waits", () =>
+    Effect.gen(function*() {
+      const { clients: [a, b, c, d] } = yield* makeClients(4)
+      const order: Array<string> = []
+      const readersDone = yield* Deferred.make<void>()
+      const readers = yield* Effect.all([a!, b!].map((x) =>
+        Effect.fork(x.client.withReadLock("rw", Deferred.await(readersDone)))
+      ))
+      yield* advance("100 millis", "10 millis")
+      const writer = yield* Effect.fork(c!.client.withWriteLock("rw", Effect.sync(() => order.push("write"))))
+      yield* advance("100 millis", "10 millis")
+      const reader = yield* Effect.fork(d!.client.withReadLock("rw", Effect.sync(() => order.push("read"))))
+      yield* advance("100 millis", "10 millis")
+      // c's renewals fail from now on: at its next renewal its session is SUSPENDED (not yet ended).
+      yield* c!.faults.fail({ only: "keepAlive" })
+      yield* advance("1200 millis", "10 millis")
+      const suspended = (yield* Ref.get(c!.events)).filter((r) => r.event._tag === "SessionSuspended")
+      expect(suspended).toHaveLength(1)
+      // The readers leave: the store hands the write lock to c, its head waiter, by a push.
+      yield* Deferred.succeed(readersDone, undefined)
+      yield* Effect.forEach(readers, Fiber.join)
+      yield* advance("50 millis", "10 millis")
+      expect(order).toEqual([])
+      expect((yield* c!.calls).filter((call) => call.operation === "release")).toEqual([])
+      // Renewals get through again: the next one lists the lease, c adopts it, then d reads.
+      yield* c!.faults.heal
+      yield* advance("2 seconds", "10 millis")
+      yield* Fiber.join(writer)
+      yield* Fiber.join(reader)
+      expect(order).toEqual(["write", "read"])
     }))
 
   it.scoped("a store without holds: NotSupportedError naming it; the write lock is the plain lock", () =>

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest"
 import type * as Engine from "../../src/Engine.js"
-import { done, granted, heldBy, live, liveDriver, released, shows, stepDown } from "./harness.js"
+import { done, failed, granted, heldBy, live, liveDriver, released, shows, stepDown } from "./harness.js"
 
 const releasedTo = (name: string, to: string): Engine.Event => ({ _tag: "Hint", hint: { _tag: "Released", name, to } })
 
@@ -166,6 +166,35 @@ describe("Engine: a lease the backend hands to this session (pushed grant)", () 
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 100)
     expect(d.send(grantedTo("a", "s2", 4n), 300)).toEqual([])
+  })
+
+  it("a grant pushed while the session is SUSPENDED is kept, not given back, and adopted once a renewal lists it", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    d.fire("renew", 5_000)
+    d.reply("KeepAlive", failed("timeout"), 5_100)
+    expect(d.session.status).toBe("SUSPENDED")
+    // Giving it back would cost the waiter its place in the store's queue (a reader behind a waiting
+    // writer would then go first); adopting it now would start a term on a session in doubt.
+    expect(shows(d.send(grantedTo("a", "s1", 4n), 5_200))).toEqual([])
+    expect(d.calls("Release", "a")).toHaveLength(0)
+    expect(d.byName("a")?.status).toBe("CANDIDATE")
+    d.fire("renew")
+    expect(shows(d.reply("KeepAlive", live(15_000, [["a", 4n]]), 9_960))).toContain("Elected a#4")
+    expect(d.byName("a")?.status).toBe("LEADER")
+  })
+
+  it("a grant kept while SUSPENDED goes with the session when its deadline passes: never adopted", () => {
+    const d = liveDriver()
+    d.start(1, "a")
+    d.acquireReply("a", heldBy(3n), 100)
+    d.fire("renew", 5_000)
+    d.reply("KeepAlive", failed("timeout"), 5_100)
+    d.send(grantedTo("a", "s1", 4n), 5_200)
+    const commands = shows(d.fire("deadline"))
+    expect(commands.some((line) => line.startsWith("Elected"))).toBe(false)
+    expect(d.byName("a")?.status).toBe("CANDIDATE")
   })
 
   it("a grant whose message was lost is adopted when the renewal lists the lease", () => {
