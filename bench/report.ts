@@ -272,6 +272,7 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
   const durable = s("sql uncontended", /^durable floor/)
   const unflushed = s("sql uncontended", /^floor without the flush/)
   const behind = s("sql uncontended", /^floor of withLock/)
+  const routines = s("sql uncontended", /^floor \(PostgreSQL\): Simba's acquire and release routines/)
   const handover = s("sql handover", /^release → waiter holds, median/)
   const handoverFloor = s("sql handover", /^floor \(PostgreSQL\)/)
   const handoverUnflushed = s("sql handover", /^floor without the flush \(PostgreSQL/)
@@ -302,6 +303,12 @@ const backendsTable = (sql: ReadonlyArray<SqlRow>, zk: ReadonlyArray<ZkRow>): st
       [
         "floor of `withLock` (its release not awaited): one commit right behind another's, as Simba commits",
         ...pair(behind, ["postgres", "mysql"]),
+        "—"
+      ],
+      [
+        "Simba's acquire and release routines with no client: the acquire awaited, its release sent behind it and not awaited (PostgreSQL)",
+        fmt(routines?.postgres, routines?.unit ?? ""),
+        "—",
         "—"
       ],
       ["a raw advisory-lock pair, which keeps nothing on disk (for scale)", ...pair(lock, ["peerPostgres", "peerMysql"]), "—"],
