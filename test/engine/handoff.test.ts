@@ -168,13 +168,19 @@ describe("Engine: a lease the backend hands to this session (pushed grant)", () 
     expect(d.send(grantedTo("a", "s2", 4n), 300)).toEqual([])
   })
 
-  it("a grant pushed while the session is SUSPENDED is kept, not given back, and adopted once a renewal lists it", () => {
+  /** A candidate of "a" queued (refused with token 3) whose session's renewal then failed at 5,100. */
+  const queuedThenSuspended = () => {
     const d = liveDriver()
     d.start(1, "a")
     d.acquireReply("a", heldBy(3n), 100)
     d.fire("renew", 5_000)
     d.reply("KeepAlive", failed("timeout"), 5_100)
     expect(d.session.status).toBe("SUSPENDED")
+    return d
+  }
+
+  it("a grant pushed while the session is SUSPENDED is kept, not given back, and adopted once a renewal lists it", () => {
+    const d = queuedThenSuspended()
     // Giving it back would cost the waiter its place in the store's queue (a reader behind a waiting
     // writer would then go first); adopting it now would start a term on a session in doubt.
     expect(shows(d.send(grantedTo("a", "s1", 4n), 5_200))).toEqual([])
@@ -186,11 +192,7 @@ describe("Engine: a lease the backend hands to this session (pushed grant)", () 
   })
 
   it("a grant kept while SUSPENDED goes with the session when its deadline passes: never adopted", () => {
-    const d = liveDriver()
-    d.start(1, "a")
-    d.acquireReply("a", heldBy(3n), 100)
-    d.fire("renew", 5_000)
-    d.reply("KeepAlive", failed("timeout"), 5_100)
+    const d = queuedThenSuspended()
     d.send(grantedTo("a", "s1", 4n), 5_200)
     const commands = shows(d.fire("deadline"))
     expect(commands.some((line) => line.startsWith("Elected"))).toBe(false)
