@@ -52,6 +52,7 @@ import { BackendError, LeaseBackend, type LeaseBackendService } from "../src/Lea
 import * as Migrations from "../src/layers/sql/migrations.js"
 import * as MysqlBackend from "../src/layers/sql/MysqlBackend.js"
 import * as PgBackend from "../src/layers/sql/PgBackend.js"
+import { pgCallOf } from "../src/layers/sql/SqlBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { SimbaClient } from "../src/Simba.js"
 import { median, now, percentile, randomHex, sleep, WARMUP, waitBeforeRelease } from "./util.js"
@@ -267,12 +268,9 @@ const commitBehindFloor = (first: Effect.Effect<unknown, unknown>, second: Effec
 const routinesFloorOn = (first: Connection, second: Connection, backend: LeaseBackendService, run: string) =>
   Effect.gen(function*() {
     const { sessionId } = yield* backend.openSession(millisOf(60_000))
-    const call = (operation: string, arity: number) =>
-      `SELECT ${Migrations.routine(prefix, Migrations.postgresVersion, operation)}(${
-        Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")
-      }) AS r`
-    const acquire = call("acquire", 4)
-    const release = call("release", 4)
+    const schema = Migrations.postgres(prefix)
+    const acquire = pgCallOf(schema.routine("acquire"), 4)
+    const release = pgCallOf(schema.routine("release"), 4)
     const delay = Migrations.defaultLockDelayMs
     const samples: Array<number> = []
     let releasing: Fiber.RuntimeFiber<unknown, unknown> | undefined

@@ -131,6 +131,10 @@ const listField = <A>(row: Record<string, unknown>, field: string, isItem: (item
   return Array.isArray(list) && list.every(isItem) ? Either.right(list as ReadonlyArray<A>) : invalidField(field, value)
 }
 
+/** The statement that calls PostgreSQL routine `routine` with `arity` placeholders; its reply is column `r`. */
+export const pgCallOf = (routine: string, arity: number): string =>
+  `SELECT ${routine}(${Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")}) AS r`
+
 const readReply = (row: unknown): Either.Either<Reply, string> => {
   if (typeof row !== "object" || row === null) return Either.left(`the reply is not a row: ${JSON.stringify(row)}`)
   const fields = row as Record<string, unknown>
@@ -344,7 +348,7 @@ export const make = (
     const schema = sql.onDialectOrElse({ pg: () => Migrations.postgres(prefix), orElse: () => MysqlMigrations.mysql(prefix) })
     const statementOf = (operation: string, arity: number): string =>
       sql.onDialectOrElse({
-        pg: () => `SELECT ${schema.routine(operation)}(${Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(", ")}) AS r`,
+        pg: () => pgCallOf(schema.routine(operation), arity),
         orElse: () => `CALL ${schema.routine(operation)}(${Array.from({ length: arity }, () => "?").join(", ")})`
       })
     // PostgreSQL's acquire and release take the lock-delay in ms (acquire then the block of tokens to
