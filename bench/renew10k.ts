@@ -38,7 +38,7 @@ import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { Context } from "./redis.js"
-import { holdLocks, inOwnProcess, leadersOf, now, percentile, redisUrl, roundTrips } from "./util.js"
+import { holdLocks, inOwnProcess, installRoundTripCounter, leadersOf, now, percentile, redisUrl, roundTrips } from "./util.js"
 
 /** `RENEW10K_LEASES` changes it (e.g. 10, to see what a renewal costs whatever the leases held). */
 export const LEASES = Number(process.env["RENEW10K_LEASES"] ?? 10_000)
@@ -138,7 +138,7 @@ const awaitHeld = (held: Effect.Effect<number>, limitMs: number) =>
     }
   })
 
-export const renew10k = (ctx: Context, mode: Renew10kMode, shape: Renew10kShape): Promise<Renew10kResult> => {
+const renew10k = (ctx: Pick<Context, "prefix" | "log">, mode: Renew10kMode, shape: Renew10kShape): Promise<Renew10kResult> => {
   const connection = `${ctx.prefix}-simba-renew10k-${mode}-${shape}`
   const samples: Array<number> = []
   let recording = false
@@ -234,7 +234,7 @@ export interface BackendRenewResult {
  * The backend alone (no client, no engine): one session holding `LEASES` leases, then 20 renewals
  * naming the current version and 5 listing every lease, timed one after the other.
  */
-export const renew10kBackend = (ctx: Context, mode: Renew10kMode): Promise<BackendRenewResult> =>
+const renew10kBackend = (ctx: Pick<Context, "prefix">, mode: Renew10kMode): Promise<BackendRenewResult> =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const backend = yield* RedisBackend.make(backendOptions(ctx.prefix, mode, `${ctx.prefix}-simba-renew10k-backend-${mode}`))
     const ttl = Duration.seconds(60)
@@ -341,6 +341,18 @@ export const renewFloorAlone = (): Promise<RenewFloorResult> => inOwnProcess(thi
 export const idleClientAlone = (leases: number, prefix: string): Promise<IdleClientResult> =>
   inOwnProcess(thisFile, ["idle-client", String(leases), prefix])
 
+/**
+ * `renew10k` in a Node process of its own, as the floor and the idle client are: the figures are the
+ * client's, not those of the heap and timers earlier sections of `run.ts` left behind (in full runs
+ * the Cluster rows measured 2-4x what the same case measured alone). Its keys are under `prefix`.
+ */
+export const renew10kAlone = (prefix: string, mode: Renew10kMode, shape: Renew10kShape): Promise<Renew10kResult> =>
+  inOwnProcess(thisFile, ["renew10k", mode, shape, prefix])
+
+/** `renew10kBackend` in a Node process of its own (see `renew10kAlone`). */
+export const renew10kBackendAlone = (prefix: string, mode: Renew10kMode): Promise<BackendRenewResult> =>
+  inOwnProcess(thisFile, ["renew10k-backend", mode, prefix])
+
 const printed = <A>(result: Promise<A>) =>
   result.then((value) => console.log(JSON.stringify(value)), (error: unknown) => {
     console.error(error)
@@ -350,4 +362,15 @@ const printed = <A>(result: Promise<A>) =>
 if (process.argv[1] === thisFile && process.argv[2] === "renew-floor") void printed(renewFloor())
 if (process.argv[1] === thisFile && process.argv[2] === "idle-client") {
   void printed(idleClient(Number(process.argv[3]), process.argv[4]!))
+}
+// The child's progress goes to stderr: its last stdout line is the result.
+const childLog = (line: string) => console.error(line)
+if (process.argv[1] === thisFile && process.argv[2] === "renew10k") {
+  const [mode, shape, prefix] = process.argv.slice(3) as [Renew10kMode, Renew10kShape, string]
+  installRoundTripCounter()
+  void printed(renew10k({ prefix, log: childLog }, mode, shape))
+}
+if (process.argv[1] === thisFile && process.argv[2] === "renew10k-backend") {
+  const [mode, prefix] = process.argv.slice(3) as [Renew10kMode, string]
+  void printed(renew10kBackend({ prefix }, mode))
 }
