@@ -196,9 +196,8 @@ describe("ZooKeeper ensemble of three", () => {
 const waitAllUp = async (timeoutMs: number) => {
   const until = performance.now() + timeoutMs
   for (;;) {
-    const modes = await Promise.all(ensemble.nodes.map((node) => Ensemble.modeOf(node.clientPort)))
+    const modes = await ensemble.freshModes()
     if (modes.every((mode) => mode !== "down") && modes.includes("leader")) return
     if (performance.now() > until) throw new Error(`the ensemble is not whole within ${timeoutMs} ms (${modes.join(", ")})`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
