@@ -12,11 +12,14 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import * as Either from "effect/Either"
 import { Cluster, Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { SimbaConfigError } from "../../src/Errors.js"
 import { BackendError, LeaseBackend, type LeaseBackendService } from "../../src/LeaseBackend.js"
+import * as Connection from "../../src/layers/redis/connection.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import * as Scripts from "../../src/layers/redis/scripts.js"
 import * as Simba from "../../src/Simba.js"
 import { startProxy } from "../support/proxy.js"
 import {
@@ -379,4 +382,66 @@ describe("Redis backend on a client you bring", () => {
       console.log(`call in flight on a client you bring failed ${failedAfter} ms after the kill`)
       yield* works(backend).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))))
     }), 60_000)
+})
+
+describe("Redis calls nobody waits on (Runner.runBehind)", () => {
+  /** The runner of a new connection, and the writes its socket makes (each a system call). */
+  const counted = Effect.gen(function*() {
+    const client = yield* admin(6379)
+    yield* Effect.promise(() => client.ping())
+    const stream = client.stream
+    const writes: Array<number> = []
+    const write = stream._write.bind(stream)
+    const writev = stream._writev?.bind(stream)
+    stream._write = (chunk, encoding, callback) => {
+      writes.push(1)
+      write(chunk, encoding, callback)
+    }
+    if (writev !== undefined) {
+      stream._writev = (chunks, callback) => {
+        writes.push(chunks.length)
+        writev(chunks, callback)
+      }
+    }
+    const runner = Connection.runner(client, yield* Connection.tracker(client, 5_000, undefined))
+    return { runner, writes }
+  })
+  /** A script call (a boot marker of a unique key): any call will do. */
+  const call = () => Scripts.bootMarker({ marker: uniqueName("coalesce") }, { delayMs: 0, resumeAt: "" })
+  /** Sends a call behind, then (unless `alone`) one awaited in the same turn; resolves with both replies. */
+  const pair = (runner: Connection.Runner, alone = false) =>
+    Effect.async<ReadonlyArray<unknown>>((resume) => {
+      const replies: Array<unknown> = []
+      const answered = (result: Either.Either<unknown, BackendError>) => {
+        replies.push(Either.getOrThrow(result))
+        if (replies.length === (alone ? 1 : 2)) resume(Effect.succeed(replies))
+      }
+      runner.runBehind("behind", call(), answered)
+      if (!alone) runner.runWith("next", call(), answered)
+    })
+
+  it.scoped("a call behind that another call followed in the same turn waits for the next one: both leave in one write", () =>
+    Effect.gen(function*() {
+      const { runner, writes } = yield* counted
+      // The first time there is no evidence of a call following: the call behind goes out at once.
+      expect((yield* pair(runner)).length).toBe(2)
+      expect(writes).toEqual([1, 1])
+      writes.length = 0
+      for (let i = 0; i < 3; i++) expect((yield* pair(runner)).length).toBe(2)
+      expect(writes).toEqual([2, 2, 2])
+    }))
+
+  it.scoped("a call behind with nothing after it leaves by the end of the turn, and the next one after it goes out at once", () =>
+    Effect.gen(function*() {
+      const { runner, writes } = yield* counted
+      yield* pair(runner)
+      yield* pair(runner)
+      writes.length = 0
+      // Corked (a call followed the last one), nothing follows: flushed at the turn's end, answered.
+      expect(yield* pair(runner, true)).toEqual([[1, expect.any(String)]])
+      expect(writes).toEqual([1])
+      // No call followed that one: the next call behind is not held back.
+      yield* pair(runner, true)
+      expect(writes).toEqual([1, 1])
+    }))
 })

@@ -389,6 +389,15 @@ export interface Runner {
   readonly runAll: <A>(operation: string, calls: ReadonlyArray<Call<A>>) => Effect.Effect<ReadonlyArray<A>, BackendError>
   /** `run` without an Effect: `done` gets the decoded reply or the failure, once. */
   readonly runWith: <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void) => void
+  /**
+   * `runWith` for a call nobody waits on (a release behind the caller's back). When the last such
+   * call was followed by another within the same turn of the event loop (a caller locking in a loop:
+   * its next acquire), it waits for that one and both leave in one write, their replies in one read:
+   * one system call each way on the client and on Redis instead of two, and the release is later only
+   * by the caller's own work up to its next call. Otherwise (a release after idle, a hand-over) it goes
+   * out at once. Either way it is sent by the end of the turn (`process.nextTick`); one node only.
+   */
+  readonly runBehind: <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void) => void
 }
 
 const isNoScript = (error: unknown): boolean => error instanceof Error && error.message.startsWith("NOSCRIPT")
@@ -440,7 +449,42 @@ export const runner = (client: Client, { track, trackWith }: Tracker): Runner =>
     trackWith(operation, () => send(call), (raw) =>
       done(Either.flatMap(raw, (reply) => Either.mapLeft(call.decode(reply), (error) => backendError(operation, error)))))
   }
-  return { run, runAll, runWith }
+  // Coalescing (see `Runner.runBehind`): one node's socket only (a cluster has one per node).
+  /** A call nobody waits on was sent in this turn of the event loop (reset by `process.nextTick`). */
+  let behindThisTurn = false
+  /** Whether, after the last such call, another call followed within the same turn. */
+  let followed = false
+  /** The socket corked for the call behind, until the next call or the turn's end. */
+  let corked: NonNullable<Redis["stream"]> | undefined
+  const flush = () => {
+    if (corked === undefined) return
+    const stream = corked
+    corked = undefined
+    stream.uncork()
+  }
+  const endTurn = () => {
+    behindThisTurn = false
+    flush()
+  }
+  const runBehind = <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void): void => {
+    if (!behindThisTurn) {
+      behindThisTurn = true
+      process.nextTick(endTurn)
+    }
+    if (followed && corked === undefined && !isCluster(client) && client.status === "ready" && client.stream?.writable) {
+      corked = client.stream
+      corked.cork()
+    }
+    followed = false
+    runWith(operation, call, done)
+  }
+  const runNow = <A>(operation: string, call: Call<A>, done: (result: Either.Either<A, BackendError>) => void): void => {
+    runWith(operation, call, done)
+    if (!behindThisTurn) return
+    followed = true
+    flush()
+  }
+  return { run, runAll, runWith: runNow, runBehind }
 }
 
 /**

@@ -80,7 +80,7 @@ export const make = (
   watches: Watches,
   rules: LeaseRules
 ): Omit<Store, "backend" | "hints" | "isSessionId"> => {
-  const { run, runWith } = runner
+  const { run, runBehind, runWith } = runner
   const cluster = ClusterSession.make(k, runner, rules)
   /** Cluster: the tag of the slot a lease lives in (a hold's: its pool's, see `Keys.holdInCluster`). */
   const slotTagOf = (name: string) => tagOf(k.lease(LeaseName.poolOf(name)))
@@ -287,7 +287,7 @@ export const make = (
       })
     },
     release: (sessionId, name, token, done) =>
-      runWith("release", releaseScript(sessionId, name, token), (result) => done(Either.map(result, () => undefined)))
+      runBehind("release", releaseScript(sessionId, name, token), (result) => done(Either.map(result, () => undefined)))
   }
 
   return {
