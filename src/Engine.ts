@@ -35,7 +35,7 @@ export type {
   TermState,
   TokenMemory
 } from "./engine/types.js"
-export { initial } from "./engine/types.js"
+export { initial, supersede } from "./engine/types.js"
 export type { OrderedMap } from "./engine/orderedMap.js"
 export { step } from "./engine/step.js"
 export { idleNamesKept } from "./engine/tokens.js"

@@ -15,7 +15,8 @@
  * the shared `Map` (reversing the records on the way, so the previous root is then the one pointing
  * back). The engine and the shell change only the newest state, so they never pay that walk; a test
  * that steps one state twice pays it once per switch. An old version keeps alive the records from it
- * to the root (one per change made since), as long as someone holds it.
+ * to the root (one per change made since), as long as someone holds it; a holder that moves on for
+ * good drops them with `supersededBy`.
  *
  * Each entry carries its insertion rank: a walk that puts a deleted key back appends it, and the
  * `Map` is then re-sorted by rank, so an older version iterates in its own order.
@@ -80,7 +81,7 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
     let root: OrderedMap<K, V> = this
     while (root.#store === undefined) {
       chain.push(root)
-      root = root.#next!
+      root = root.#next ?? superseded()
     }
     const store = root.#store
     let appended = false
@@ -111,6 +112,32 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
     return next
   }
 
+  /**
+   * Drops the change records that lead from this version to `newer`, when `newer` is reached by
+   * them: after that, this version and every version between are dead (using one is a defect), and
+   * none of them keeps a newer version or an old value alive. For a holder of only the newest
+   * version (the shell's loop, `Engine.supersede`): a record that lived long enough to be moved to
+   * the old generation of the heap would otherwise keep every later version, and the values they
+   * replaced, alive through young-generation collections until a full collection (a client taking a
+   * cached lock in a loop promoted ~750 KB at each of them, ~280 KB with this).
+   */
+  supersededBy(newer: OrderedMap<K, V>): void {
+    if (this === newer) return
+    let version: OrderedMap<K, V> = this
+    while (version !== newer) {
+      if (version.#store !== undefined) return
+      version = version.#next!
+    }
+    version = this
+    while (version !== newer) {
+      const next = version.#next!
+      version.#key = undefined
+      version.#slot = undefined
+      version.#next = undefined
+      version = next
+    }
+  }
+
   get size(): number {
     return this.#size
   }
@@ -125,7 +152,7 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
     let version: OrderedMap<K, V> = this
     while (version.#store === undefined) {
       if (sameKey(version.#key as K, key)) return version.#slot
-      version = version.#next!
+      version = version.#next ?? superseded()
     }
     return version.#store.get(key)
   }
@@ -193,6 +220,11 @@ export class OrderedMap<K, V> implements ReadonlyMap<K, V> {
   forEach(callback: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
     for (const [key, value] of this.entries()) callback.call(thisArg, value, key, this)
   }
+}
+
+/** A version whose records `supersededBy` dropped was used: a defect of its caller. */
+const superseded = (): never => {
+  throw new Error("OrderedMap: this version was superseded (supersededBy) and cannot be read any more")
 }
 
 /** Key equality as `Map` has it (SameValueZero: `NaN` is itself). */

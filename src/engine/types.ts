@@ -387,3 +387,22 @@ export const initial = (timing: Session.Timing, seed: number): State => ({
   closing: undefined,
   closed: false
 })
+
+/**
+ * Tells `previous`'s tables that `next` replaced them, for a caller that holds only the newest state
+ * (the shell): each table's change records from `previous` to `next` are dropped (see
+ * `OrderedMap.supersededBy`), so they cannot keep later states alive in the heap. `previous` must not
+ * be used after this.
+ */
+export const supersede = (previous: State, next: State): void => {
+  previous.session.released.supersededBy(next.session.released)
+  if (previous.session.leaseView !== undefined && next.session.leaseView !== undefined) {
+    previous.session.leaseView.unsettled.supersededBy(next.session.leaseView.unsettled)
+  }
+  previous.tokens.supersededBy(next.tokens)
+  previous.idleNames.supersededBy(next.idleNames)
+  previous.elections.supersededBy(next.elections)
+  previous.electionsByName.supersededBy(next.electionsByName)
+  previous.cached.supersededBy(next.cached)
+  previous.timers.supersededBy(next.timers)
+}

@@ -87,8 +87,10 @@ const handle = (shell: Shell, input: LoopInput, loop: LoopFiber): Effect.Effect<
   if (input._tag === "Task") return input.run
   // Milliseconds on the monotonic clock, as `Term.monotonicMillis`.
   const now = Number(loop.clock.unsafeCurrentTimeNanos()) / 1_000_000
-  const [next, commands] = Engine.step(shell.state, input, now)
+  const previous = shell.state
+  const [next, commands] = Engine.step(previous, input, now)
   shell.state = next
+  Engine.supersede(previous, next)
   return performFrom(shell, commands, 0, now, loop)
 }
 

@@ -40,18 +40,19 @@ export const observe = (shell: Shell): Stream.Stream<SimbaEvent> =>
   Stream.unwrapScoped(
     Effect.gen(function*() {
       const scope = yield* Effect.scope
-      const taken = yield* Deferred.make<readonly [Queue.Dequeue<SimbaEvent>, Engine.State]>()
+      const taken = yield* Deferred.make<readonly [Queue.Dequeue<SimbaEvent>, ReadonlyArray<SimbaEvent>]>()
       const take = PubSub.subscribe(shell.pubsub).pipe(
         Scope.extend(scope),
-        Effect.map((live) => [live, shell.state] as const)
+        // Replayed here: the loop drops a state's history once the next step replaces it.
+        Effect.map((live) => [live, replay(shell.state)] as const)
       )
       // Taken by the loop, between two steps; the subscription lives in the observer's scope. Once
       // the client is shut down no step comes any more (and the loop may never run the task).
       yield* offer(shell, { _tag: "Task", run: Effect.flatMap(take, (taking) => Deferred.succeed(taken, taking)) })
-      const [live, current] = yield* Effect.raceFirst(
+      const [live, replayed] = yield* Effect.raceFirst(
         Deferred.await(taken),
         Effect.zipRight(Deferred.await(shell.shutdown), take)
       )
-      return Stream.concat(Stream.fromIterable(replay(current)), Stream.fromQueue(live))
+      return Stream.concat(Stream.fromIterable(replayed), Stream.fromQueue(live))
     })
   )

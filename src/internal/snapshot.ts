@@ -9,8 +9,10 @@ import type { Shell } from "./shell.js"
 
 export const snapshot = (shell: Shell): Effect.Effect<SimbaSnapshot> =>
   Effect.gen(function*() {
-    const s = shell.state
     const now = yield* Term.monotonicMillis
+    // Read after the clock, with no yield until the result is built: the loop drops a state's
+    // history once the next step replaces it (`Engine.supersede`).
+    const s = shell.state
     const left = (deadline: number) => Duration.millis(Math.max(0, deadline - now))
     const sessionDeadline = s.session.status === "LIVE" || s.session.status === "SUSPENDED" ? s.session.deadline : now
     return {

@@ -101,6 +101,63 @@ describe("OrderedMap", () => {
     expect(seen).toEqual([0, 1, 2, 4])
   })
 
+  it("liveKeys matches a Map iterator under random deletes and sets of the newest version (300 seeds)", () => {
+    for (let seed = 1; seed <= 300; seed++) {
+      const random = generator(seed)
+      let map = OrderedMap.empty<number, number>()
+      const native = new Map<number, number>()
+      for (let i = 0; i < 8; i++) {
+        map = map.set(i, i)
+        native.set(i, i)
+      }
+      const changes: Array<readonly [number, boolean]> = Array.from({ length: 40 }, () => [random(12), random(2) === 0] as const)
+      const run = (change: (key: number, remove: boolean) => void, keys: Iterable<number>) => {
+        const seen: Array<number> = []
+        let i = 0
+        for (const key of keys) {
+          seen.push(key)
+          // Up to two changes per key read, the last ones all at once after the last key.
+          for (let n = 0; n < 2 && i < changes.length; n++, i++) change(changes[i]![0], changes[i]![1])
+          if (seen.length > 60) break
+        }
+        return seen
+      }
+      const seen = run((key, remove) => {
+        map = remove ? map.delete(key) : map.set(key, key)
+      }, map.liveKeys())
+      const nativeSeen = run((key, remove) => {
+        if (remove) native.delete(key)
+        else native.set(key, key)
+      }, native.keys())
+      expect(seen, `seed ${seed}`).toEqual(nativeSeen)
+      expect(Array.from(map.keys()), `seed ${seed}`).toEqual(Array.from(native.keys()))
+    }
+  })
+
+  it("supersededBy drops the records from a version to a newer one: the newer reads as before, the older is a defect to read", () => {
+    const older = OrderedMap.empty<string, number>().set("x", 1).set("y", 2)
+    const between = older.set("x", 10)
+    const newer = between.delete("y").set("z", 3)
+    older.supersededBy(newer)
+    expect(Array.from(newer)).toEqual([["x", 10], ["z", 3]])
+    expect(newer.set("y", 4).get("y")).toBe(4)
+    expect(() => older.get("x")).toThrow(/superseded/)
+    expect(() => Array.from(between.keys())).toThrow(/superseded/)
+  })
+
+  it("supersededBy leaves both versions alone when the newer one is not reached from the older", () => {
+    const base = OrderedMap.empty<string, number>().set("x", 1)
+    const left = base.set("y", 2)
+    const right = base.set("z", 3)
+    // Making `right` moved the shared map to it: `base` leads to `right`, not to `left`. Nothing dropped.
+    base.supersededBy(left)
+    expect(Array.from(left)).toEqual([["x", 1], ["y", 2]])
+    expect(Array.from(base)).toEqual([["x", 1]])
+    expect(Array.from(right)).toEqual([["x", 1], ["z", 3]])
+    base.supersededBy(base)
+    expect(base.get("x")).toBe(1)
+  })
+
   // CPU-bound (reading an old version after newer ones rebuilds it): ~14 s alone on the 2-core
   // machine, over 20 s beside another file of the suite, hence its own timeout.
   it("every version stays as it was made, read and changed in any order (500 seeds)", () => {
