@@ -38,7 +38,7 @@ import { LeaseBackend, type LeaseBackendService } from "../src/LeaseBackend.js"
 import * as RedisBackend from "../src/layers/redis/RedisBackend.js"
 import * as Simba from "../src/Simba.js"
 import type { Context } from "./redis.js"
-import { holdLocks, inOwnProcess, installRoundTripCounter, leadersOf, now, percentile, redisUrl, roundTrips } from "./util.js"
+import { holdLocks, inOwnProcess, installRoundTripCounter, leadersOf, now, percentile, redisUrl, roundTrips, roundTripsSince } from "./util.js"
 
 /** `RENEW10K_LEASES` changes it (e.g. 10, to see what a renewal costs whatever the leases held). */
 export const LEASES = Number(process.env["RENEW10K_LEASES"] ?? 10_000)
@@ -109,12 +109,12 @@ const timedKeepAlive = (
   keepAlive: (sessionId, ttl, known) =>
     Effect.suspend(() => {
       const started = now()
-      const before = roundTrips(connection).total
+      const before = roundTrips(connection)
       return backend.keepAlive(sessionId, ttl, known).pipe(
         Effect.ensuring(Effect.sync(() => {
           if (!recording()) return
           samples.push(now() - started)
-          sent.roundTrips += roundTrips(connection).total - before
+          sent.roundTrips += roundTripsSince(connection, before).total
         }))
       )
     })
