@@ -88,7 +88,7 @@ export const randomHex = (bytes: number): string => randomBytes(bytes).toString(
 // -------------------------------------------------------------------------------------------------
 
 const counts = new Map<string, number>()
-/** Scripts (EVALSHA / EVAL) sent by any connection of this process. */
+/** Scripts (EVALSHA / EVAL / FCALL) sent by any connection of this process. */
 let scriptsSent = 0
 /** Commands whose first key names a Simba session (open / keepAlive / close): session upkeep. */
 const sessionCounts = new Map<string, number>()
@@ -99,6 +99,10 @@ interface CommandLike {
 }
 
 let installed = false
+
+/** The commands that run a script: by SHA, by its text, or as a function of a library (Simba's default). */
+const scriptCommands = ["evalsha", "eval", "fcall"] as const
+const isScriptCommand = (name: string): boolean => (scriptCommands as ReadonlyArray<string>).includes(name)
 
 /** Wraps `Redis.prototype.sendCommand` once, counting commands per connection name. */
 export const installRoundTripCounter = (): void => {
@@ -111,9 +115,10 @@ export const installRoundTripCounter = (): void => {
   proto.sendCommand = function(command, stream) {
     const name = this.options.connectionName ?? ""
     counts.set(name, (counts.get(name) ?? 0) + 1)
-    if (command.name === "evalsha" || command.name === "eval") scriptsSent++
-    // EVALSHA / EVAL args: [sha or script, numkeys, key1, ...]
-    if ((command.name === "evalsha" || command.name === "eval") && String(command.args[2] ?? "").includes(":session:{")) {
+    const script = isScriptCommand(command.name)
+    if (script) scriptsSent++
+    // EVALSHA / EVAL / FCALL args: [sha | script text | function name, numkeys, key1, ...]
+    if (script && String(command.args[2] ?? "").includes(":session:{")) {
       sessionCounts.set(name, (sessionCounts.get(name) ?? 0) + 1)
     }
     return original.call(this, command, stream)
@@ -167,13 +172,13 @@ export const serverCommands = async (monitor: Redis): Promise<number> => (await 
 export interface ServerStats {
   /** `total_commands_processed` (this `INFO` included). */
   readonly total: number
-  /** `EVALSHA` + `EVAL` calls: only clients run them (a script cannot), so they count top-level scripts. */
+  /** `EVALSHA` + `EVAL` + `FCALL` calls: only clients run them (a script cannot), so they count top-level scripts. */
   readonly scripts: number
   /** Scripts this process had sent when the reading was taken. */
   readonly ourScripts: number
   /**
    * The server's µs spent in `command` so far (`INFO commandstats`, lower-case name). A script's
-   * (`evalsha`, `eval`) include the commands it runs, which are also counted under their own names.
+   * (`evalsha`, `eval`, `fcall`) include the commands it runs, which are also counted under their own names.
    */
   readonly micros: (command: string) => number
 }
@@ -189,17 +194,17 @@ export const serverStats = async (monitor: Redis): Promise<ServerStats> => {
   if (total === null) throw new Error("INFO stats has no total_commands_processed")
   const calls = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
   const micros = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=\\d+,usec=(\\d+)`).exec(info)?.[1] ?? 0)
-  return { total: Number(total[1]), scripts: calls("evalsha") + calls("eval"), ourScripts, micros }
+  return { total: Number(total[1]), scripts: scriptCommands.reduce((sum, command) => sum + calls(command), 0), ourScripts, micros }
 }
 
 /**
- * The server's µs between two readings in a lock's top-level commands: its scripts (`EVALSHA`,
+ * The server's µs between two readings in a lock's top-level commands: its scripts (`EVALSHA`, `FCALL`,
  * `EVAL`, each with the commands it runs) and the plain commands it sends itself (`plain`, e.g.
  * redis-semaphore's `SET NX`), which must be commands its scripts never run. Other clients' commands
  * are counted too: measure in a window nobody else uses (see `foreignScripts`).
  */
 export const serverMicros = (before: ServerStats, after: ServerStats, plain: ReadonlyArray<string> = []): number =>
-  ["evalsha", "eval", ...plain].reduce((sum, command) => sum + after.micros(command) - before.micros(command), 0)
+  [...scriptCommands, ...plain].reduce((sum, command) => sum + after.micros(command) - before.micros(command), 0)
 
 /**
  * Scripts other clients ran between two readings: the server's script calls minus ours (a few of

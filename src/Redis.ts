@@ -10,7 +10,7 @@ export * as RedisBackend from "./layers/redis/RedisBackend.js"
 
 /**
  * `Simba` on Redis: `SIMBA_REDIS_URL` (default `redis://127.0.0.1:6379`), `SIMBA_REDIS_CLUSTER`
- * (`host:port,...` for a Redis Cluster), `SIMBA_REDIS_KEY_PREFIX`, `SIMBA_REDIS_ALLOW_EVICTION_POLICY`,
- * plus the `SIMBA_*` timing settings.
+ * (`host:port,...` for a Redis Cluster), `SIMBA_REDIS_KEY_PREFIX`, `SIMBA_REDIS_LOCK_DELAY`,
+ * `SIMBA_REDIS_ALLOW_EVICTION_POLICY`, `SIMBA_REDIS_FUNCTIONS`, plus the `SIMBA_*` timing settings.
  */
 export const SimbaRedisLive = Simba.layerConfig.pipe(Layer.provide(RedisBackend.layerConfig(RedisBackend.config)))

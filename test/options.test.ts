@@ -202,6 +202,7 @@ describe("errors from the environment name the variable, its value and the rule"
     ["SIMBA_REDIS_URL", "http://127.0.0.1:6379", redis, "redis.url", "must start with redis:// or rediss://"],
     ["SIMBA_REDIS_KEY_PREFIX", "has space", redis, "redis.keyPrefix", "may contain only the characters [A-Za-z0-9._:-], at least one"],
     ["SIMBA_REDIS_ALLOW_EVICTION_POLICY", "maybe", redis, "redis.allowEvictionPolicy", "must be true or false (or yes/no, on/off, 1/0)"],
+    ["SIMBA_REDIS_FUNCTIONS", "perhaps", redis, "redis.functions", "must be true or false (or yes/no, on/off, 1/0)"],
     ["SIMBA_REDIS_CLUSTER", "127.0.0.1", redis, "redis.cluster", `${hostPorts} ("127.0.0.1" is not)`],
     ["SIMBA_PG_MAX_CONNECTIONS", "0", pg, "postgres.maxConnections", "must be a positive integer"],
     ["SIMBA_PG_TABLE_PREFIX", "Simba-", pg, "postgres.tablePrefix", "must be a lowercase letter followed by at most 29 of [a-z0-9_]"],

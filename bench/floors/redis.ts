@@ -92,7 +92,7 @@ export const uncontendedFloors = async (ctx: Context): Promise<UncontendedFloors
   try {
     const backend = await inScope(scope, simbaBackend(ctx, `${ctx.prefix}-floor-u`))
     const { sessionId } = await Effect.runPromise(backend.openSession(Duration.millis(LEASE_MS * 20)))
-    // One pair through the backend first: it loads the scripts the bare floor sends by SHA.
+    // One pair through the backend first (it loaded the function library the bare floor calls).
     await Effect.runPromise(Effect.flatMap(backend.acquire(sessionId, "floor-u-load"), (reply) =>
       reply._tag === "Granted" ? backend.release(sessionId, "floor-u-load", reply.token) : Effect.dieMessage(`not granted: ${reply._tag}`)))
     let scriptsBare: ReadonlyArray<number>

@@ -42,12 +42,16 @@ const bareArgs = (keyPrefix: string, sessionId: string) => {
   }
 }
 
-const send = (redis: Redis, call: Scripts.Call<unknown>) =>
-  redis.evalsha(call.script.sha, call.keys.length, ...call.keys, ...call.args) as Promise<unknown>
+/** As the backend sends it: a function of the library the backend loaded (`FCALL`). */
+const send = (redis: Redis, call: Scripts.Call<unknown>) => {
+  const fn = Scripts.library.functionOf(call.script)
+  if (fn === undefined) throw new Error(`script ${call.script.name} is not in the library`)
+  return redis.fcall(fn, call.keys.length, ...call.keys, ...call.args) as Promise<unknown>
+}
 
 /**
  * Simba's scripts through `redis` for the session `sessionId` of a backend on `keyPrefix`, after
- * that backend has loaded them.
+ * that backend has loaded them (its function library).
  */
 export const scriptsBare = (redis: Redis, keyPrefix: string, sessionId: string): BarePair => {
   const { leaseKeys, shared } = bareArgs(keyPrefix, sessionId)

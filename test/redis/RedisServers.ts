@@ -14,6 +14,7 @@ import { Cluster, Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import type { Hint, LeaseBackendService } from "../../src/LeaseBackend.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
+import * as Scripts from "../../src/layers/redis/scripts.js"
 import { freePort as supportFreePort } from "../support/processes.js"
 import { freedOf, waitHintOf } from "../tck/TckHarness.js"
 import { type PrivateRedis, startPrivateCluster, startPrivateRedis } from "../support/redisServer.js"
@@ -48,6 +49,41 @@ export const modes = [
 export type Mode = (typeof modes)[number]
 
 export type RawClient = Redis | Cluster
+
+/** The script a call names: by SHA (`EVALSHA`) or by its function in the library (`FCALL`). */
+const scriptNamed = new Map(Scripts.all.flatMap(({ script }) => {
+  const fn = Scripts.library.functionOf(script)
+  return fn === undefined ? [[script.sha, script]] : [[script.sha, script], [fn, script]]
+}))
+
+/** A script call as a spy sees it: which script, its keys and its arguments. */
+export interface ScriptCall {
+  readonly script: Scripts.Script
+  readonly keys: ReadonlyArray<string>
+  readonly args: ReadonlyArray<unknown>
+}
+
+/**
+ * Spies on the scripts `client` sends, however they go (`EVALSHA` or, by default, `FCALL` of the
+ * library): `spy` sees each call before it is sent and may answer it instead (a rejected promise), as a
+ * server would; `undefined` sends it.
+ */
+export const spyScripts = (client: RawClient, spy: (call: ScriptCall) => Promise<unknown> | undefined): void => {
+  const methods = client as unknown as Record<"evalsha" | "fcall", (...raw: Array<unknown>) => unknown>
+  for (const method of ["evalsha", "fcall"] as const) {
+    const original = methods[method]
+    const spying = (...raw: Array<unknown>): unknown => {
+      const script = scriptNamed.get(String(raw[0]))
+      if (script !== undefined) {
+        const numKeys = Number(raw[1])
+        const answer = spy({ script, keys: raw.slice(2, 2 + numKeys).map(String), args: raw.slice(2 + numKeys) })
+        if (answer !== undefined) return answer
+      }
+      return Reflect.apply(original, client, raw)
+    }
+    methods[method] = spying
+  }
+}
 
 /** A plain ioredis client on the mode's server(s), closed with the scope. */
 export const rawClient = (clusterMode: boolean, port = 6379): Effect.Effect<RawClient, never, Scope.Scope> =>
@@ -209,7 +245,9 @@ export const clientIds = (admin: Redis, name: string, command?: string): Effect.
   Effect.promise(() => admin.call("CLIENT", "LIST") as Promise<string>).pipe(
     Effect.map((list) =>
       list.split("\n").filter((line) =>
-        line.includes(` name=${name} `) && (command === undefined || line.includes(` cmd=${command} `))
+        line.includes(` name=${name} `) && (command === undefined || line.includes(` cmd=${command} `) ||
+          // A script runs as a function of the library by default (see `spyScripts`).
+          (command === "evalsha" && line.includes(" cmd=fcall ")))
       ).map((line) => /(?:^|\s)id=(\d+)/.exec(line)![1]!)
     )
   )

@@ -389,6 +389,10 @@ describe("Redis calls nobody waits on (Runner.runBehind)", () => {
   const counted = Effect.gen(function*() {
     const client = yield* admin(6379)
     yield* Effect.promise(() => client.ping())
+    // The scripts as the backend calls them by default: functions of the library, loaded first.
+    const tracker = yield* Connection.tracker(client, 5_000, undefined)
+    const library = yield* Connection.loadLibrary(client, tracker, Scripts.library, true)
+    expect(library).toBe(Scripts.library)
     const stream = client.stream
     const writes: Array<number> = []
     const write = stream._write.bind(stream)
@@ -403,7 +407,7 @@ describe("Redis calls nobody waits on (Runner.runBehind)", () => {
         writev(chunks, callback)
       }
     }
-    const runner = Connection.runner(client, yield* Connection.tracker(client, 5_000, undefined))
+    const runner = Connection.runner(client, tracker, library)
     return { runner, writes }
   })
   /** A script call (a boot marker of a unique key): any call will do. */

@@ -15,7 +15,7 @@ import { marginOf } from "../../src/layers/redis/clusterSession.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import * as Scripts from "../../src/layers/redis/scripts.js"
 import { startPrivateCluster } from "../support/redisServer.js"
-import { modes, rawClient, type RawClient, uniqueName } from "./RedisServers.js"
+import { modes, rawClient, type RawClient, spyScripts, uniqueName } from "./RedisServers.js"
 import { live } from "../support/replies.js"
 
 const k = RedisBackend.keys()
@@ -28,16 +28,14 @@ const ms = (client: RawClient, key: string) => Effect.promise(() => client.pttl(
 /** The `tag,known` pairs each renewal call of a pulse carried (its last argument), by call. */
 const slicesSent = (client: RawClient) => {
   const sent: Array<number> = []
-  const shas = new Set([Scripts.renewSlots.script.sha, Scripts.renewHomeSlots.script.sha])
-  const evalsha = client.evalsha
-  const spying = (...args: Array<unknown>): unknown => {
-    if (shas.has(String(args[0]))) {
+  const renewals = new Set([Scripts.renewSlots.script.sha, Scripts.renewHomeSlots.script.sha])
+  spyScripts(client, ({ args, script }) => {
+    if (renewals.has(script.sha)) {
       const list = String(args[args.length - 1])
       sent.push(list === "" ? 0 : list.split(",").length / 2)
     }
-    return Reflect.apply(evalsha, client, args)
-  }
-  client.evalsha = spying as typeof client.evalsha
+    return undefined
+  })
   return sent
 }
 

@@ -38,6 +38,7 @@ import {
   privateServer,
   rawClient,
   type RawClient,
+  spyScripts,
   serverTime,
   releaseHeard,
   uniqueName,
@@ -501,17 +502,12 @@ const countScriptCalls = (
 ) => {
   const refusedShas = new Set(refused.map(({ script }) => script.sha))
   const calls = new Map<string, number>()
-  const evalsha = client.evalsha
-  const counting = (...args: Array<unknown>): unknown => {
-    const sha = String(args[0])
+  spyScripts(client, ({ script: { sha } }) => {
     calls.set(sha, (calls.get(sha) ?? 0) + 1)
-    if (refusedShas.has(sha)) {
-      const error = new Error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'")
-      return Promise.reject(Object.assign(error, { name: "ReplyError" }))
-    }
-    return Reflect.apply(evalsha, client, args)
-  }
-  client.evalsha = counting as typeof client.evalsha
+    if (!refusedShas.has(sha)) return undefined
+    const error = new Error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'")
+    return Promise.reject(Object.assign(error, { name: "ReplyError" }))
+  })
   const count = (script: { readonly script: { readonly sha: string } }) => calls.get(script.script.sha) ?? 0
   return { calls, count }
 }
@@ -690,7 +686,8 @@ describe("Redis Cluster: per-slot design", () => {
         const client = yield* rawClient(mode.cluster)
         // The flagged scripts refused as Redis 6 refuses a script with flags.
         countScriptCalls(client, [Scripts.acquireInCluster, Scripts.renewHomeSlots])
-        const b = yield* RedisBackend.makeWithClient(client, { ...fresh, routeBySlot: true })
+        // A server before Redis 7 has no FUNCTION either: the scripts go by SHA there, as here.
+        const b = yield* RedisBackend.makeWithClient(client, { ...fresh, routeBySlot: true, functions: false })
         const { sessionId } = yield* b.openSession(ttl)
         const refusals: ReadonlyArray<Effect.Effect<unknown, BackendError>> = [
           b.acquire(sessionId, uniqueName("r")),
@@ -905,11 +902,11 @@ describe("Redis backend failures (private redis-server)", () => {
       expect((yield* b.keepAlive(sessionId, ttl))._tag).toBe("Expired")
     }))
 
-  it.scopedLive("NOSCRIPT: after SCRIPT FLUSH the scripts are loaded again and calls succeed", () =>
+  it.scopedLive("NOSCRIPT: after SCRIPT FLUSH the scripts are loaded again and calls succeed (scripts by SHA)", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()
       for (const routeBySlot of [false, true]) {
-        const b = yield* RedisBackend.make({ port: server.port, ...fresh, routeBySlot })
+        const b = yield* RedisBackend.make({ port: server.port, ...fresh, routeBySlot, functions: false })
         const admin = yield* rawClient(false, server.port)
         const evals = Effect.promise(() => admin.info("commandstats")).pipe(
           Effect.map((info) => Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? "0"))
@@ -925,6 +922,56 @@ describe("Redis backend failures (private redis-server)", () => {
         expect(yield* evals).toBeGreaterThan(before)
         yield* b.closeSession(sessionId)
       }
+    }))
+})
+
+describe("Redis scripts as a function library (private redis-server)", () => {
+  const commandCalls = (admin: RawClient, command: string) =>
+    Effect.promise(() => admin.info("commandstats")).pipe(
+      Effect.map((info) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? "0"))
+    )
+  const libraries = (admin: RawClient) =>
+    Effect.promise(() => admin.call("FUNCTION", "LIST", "LIBRARYNAME", Scripts.library.name) as Promise<ReadonlyArray<unknown>>)
+
+  it.scopedLive("the backend loads the library and calls its functions; after FUNCTION FLUSH it loads it again and calls succeed", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const admin = yield* rawClient(false, server.port)
+      for (const routeBySlot of [false, true]) {
+        yield* Effect.promise(() => admin.call("FUNCTION", "FLUSH"))
+        const b = yield* RedisBackend.make({ port: server.port, ...fresh, routeBySlot })
+        expect(yield* libraries(admin)).toHaveLength(1)
+        const { sessionId } = yield* b.openSession(ttl)
+        const name = uniqueName("lease")
+        const shaCalls = yield* commandCalls(admin, "evalsha")
+        const token = granted(yield* b.acquire(sessionId, name))
+        yield* Effect.promise(() => admin.call("FUNCTION", "FLUSH"))
+        expect(yield* libraries(admin)).toHaveLength(0)
+        // The next calls meet "Function not found": the library is loaded again, each call sent again.
+        expect(granted(yield* b.acquire(sessionId, name))).toBe(token)
+        expect(sortedLeases(yield* b.keepAlive(sessionId, ttl))).toEqual([[name, token]])
+        expect(yield* libraries(admin)).toHaveLength(1)
+        expect(yield* commandCalls(admin, "evalsha")).toBe(shaCalls)
+        yield* b.closeSession(sessionId)
+      }
+    }))
+
+  it.scopedLive("a user not allowed FUNCTION: the scripts go by SHA and the backend works", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const admin = yield* rawClient(false, server.port)
+      yield* Effect.promise(() => admin.call("FUNCTION", "FLUSH"))
+      yield* Effect.promise(() => admin.call("ACL", "SETUSER", "nofunctions", "on", "nopass", "~*", "&*", "+@all", "-function"))
+      const b = yield* RedisBackend.make({ url: `redis://nofunctions@127.0.0.1:${server.port}`, ...fresh })
+      const { sessionId } = yield* b.openSession(ttl)
+      const shaCalls = yield* commandCalls(admin, "evalsha")
+      const name = uniqueName("lease")
+      const token = granted(yield* b.acquire(sessionId, name))
+      expect(sortedLeases(yield* b.keepAlive(sessionId, ttl))).toEqual([[name, token]])
+      expect(yield* commandCalls(admin, "evalsha")).toBeGreaterThanOrEqual(shaCalls + 2)
+      expect(yield* commandCalls(admin, "fcall")).toBe(0)
+      expect(yield* libraries(admin)).toHaveLength(0)
+      yield* b.closeSession(sessionId)
     }))
 })
 

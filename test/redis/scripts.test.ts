@@ -1,7 +1,9 @@
 /**
  * The Lua scripts as declared in `scripts.ts`: their parameters never shadow a function or constant
  * of the shared prelude, each one defines the part of the prelude it calls (and, in order, what that
- * calls), and each one compiles on the real server to the SHA the backend sends with `EVALSHA`.
+ * calls), and each one compiles on the real server to the SHA the backend sends with `EVALSHA`; the
+ * library holds every one of them as a function with its flags, and makes the prelude's per-call
+ * state again at every call.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -55,6 +57,28 @@ describe("Redis scripts", () => {
       for (const { script } of Scripts.all) {
         expect(yield* Effect.promise(() => raw.script("LOAD", script.lua)), script.name).toBe(script.sha)
       }
+    }))
+
+  it.scopedLive("the library loads on the real server with every script a function, flagged as the script is", () =>
+    Effect.gen(function*() {
+      const raw = yield* rawClient(false)
+      const { library } = Scripts
+      // REPLACE: backends of tests running beside this one may have loaded it already (the same code).
+      expect(yield* Effect.promise(() => raw.call("FUNCTION", "LOAD", "REPLACE", library.code))).toBe(library.name)
+      // [["library_name", name, "engine", "LUA", "functions", [["name", n, "description", d, "flags", [...]], ...]]]
+      const listed = (yield* Effect.promise(() => raw.call("FUNCTION", "LIST", "LIBRARYNAME", library.name))) as Array<Array<unknown>>
+      const functions = listed[0]![5] as Array<Array<unknown>>
+      const flagsOf = new Map(functions.map((f) => [String(f[1]), f[5] as Array<string>]))
+      expect(flagsOf.size).toBe(Scripts.all.length)
+      for (const { script } of Scripts.all) {
+        const fn = library.functionOf(script)
+        expect(fn, script.name).toBe(`${library.name}_${script.name}`)
+        expect(flagsOf.get(fn!), script.name).toEqual([...script.flags])
+      }
+      // The prelude's one table of per-call state is made again at the start of every function.
+      expect(library.code.match(/callback=function\(KEYS, ARGV\)\npool_alive_known = \{\}\n/g)).toHaveLength(Scripts.all.length)
+      // The name is the code's: the same library from the same scripts.
+      expect(library.name).toMatch(/^simba_[0-9a-f]{16}$/)
     }))
 
   it("a caller builds KEYS and ARGV in the declared order, the rest last", () => {

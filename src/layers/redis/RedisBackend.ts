@@ -25,6 +25,7 @@ import * as Markers from "./markers.js"
 import { isSessionId } from "../../internal/sessionId.js"
 import { keys } from "./keys.js"
 import * as Operations from "./operations.js"
+import * as Scripts from "./scripts.js"
 import * as Eviction from "./eviction.js"
 import type { EvictionPolicyError } from "./eviction.js"
 import {
@@ -70,7 +71,8 @@ const start = (
       subscriber,
       (error) => runFork(Effect.logDebug("simba redis: subscriber: (un)subscribing a channel failed", error))
     )
-    const runner = Connection.runner(client, tracker)
+    const library = yield* Connection.loadLibrary(client, tracker, Scripts.library, settings.functions)
+    const runner = Connection.runner(client, tracker, library)
     yield* Markers.markOnStart(mode, k, runner, client, delayMs)
     return LeaseBackend.make({
       backend: "redis",

@@ -9,7 +9,7 @@ import type * as Scope from "effect/Scope"
 import type { Cluster, ClusterOptions, Redis } from "ioredis"
 import { BackendError, loadDriver } from "../../LeaseBackend.js"
 import type { BackendSettings, Settings } from "./options.js"
-import type { Call } from "./scripts.js"
+import type { Call, Library } from "./scripts.js"
 
 /** What this backend uses of the ioredis module. */
 export interface Driver {
@@ -414,16 +414,76 @@ const flagsRefused = (script: Call<unknown>["script"], error: unknown): unknown 
     )
     : error
 
+const isFunctionMissing = (error: unknown): boolean => error instanceof Error && /function not found/i.test(error.message)
+
 /**
- * Script calls by SHA (`EVALSHA`); after `NOSCRIPT` (script cache flushed, failover) `EVAL` loads the
- * script again. Replies are decoded synchronously: the schemas have no effects, and the Effect-based
- * parser costs more than the round trip on a busy client.
+ * Whether `FUNCTION LOAD` failed because the server does not take libraries from this client: a
+ * server before Redis 7 (no `FUNCTION`), or an ACL user without it. Then scripts go by SHA.
  */
-export const runner = (client: Client, { track, trackWith }: Tracker): Runner => {
-  const send = ({ args, keys, script }: Call<unknown>): Promise<unknown> =>
+const functionsRefused = (error: unknown): boolean =>
+  error instanceof Error && /unknown command|unknown subcommand|NOPERM|no permissions/i.test(error.message)
+
+/** The servers a library must be on: the client's, or every master of a cluster. */
+const masters = (client: Client): ReadonlyArray<Redis> => isCluster(client) ? client.nodes("master") : [client]
+
+/** `FUNCTION LOAD` of `library` on every master; one already there (by its name, so the same code) counts as loaded. */
+const loadOn = (client: Client, library: Library): Promise<void> =>
+  Promise.all(masters(client).map((node) =>
+    node.call("FUNCTION", "LOAD", library.code).catch((error: unknown) =>
+      error instanceof Error && /already exists/i.test(error.message) ? undefined : Promise.reject(error)
+    )
+  )).then(() => undefined)
+
+/**
+ * Loads the scripts' function library (`library.ts`) on every master, unless `use` is false: answers
+ * the library when the servers took it, `undefined` (scripts by SHA) when `use` is false or a server
+ * does not take libraries (Redis 6, an ACL user without `FUNCTION`; see `functionsRefused`). Any
+ * other failure (the connection, a library the server cannot compile) fails the backend's start.
+ */
+export const loadLibrary = (
+  client: Client,
+  { track }: Tracker,
+  library: Library,
+  use: boolean
+): Effect.Effect<Library | undefined, BackendError> =>
+  use
+    ? track("loadScripts", () => loadOn(client, library).then(() => library, (error: unknown) =>
+      functionsRefused(error) ? undefined : Promise.reject(error)))
+    : Effect.succeed(undefined)
+
+/**
+ * Script calls: as functions of `library` (`FCALL`) when it was loaded (see `loadLibrary`), else by
+ * SHA (`EVALSHA`). A server that lost the library (restarted without persistence, `FUNCTION FLUSH`, a
+ * master added to a cluster) answers "Function not found": the library is loaded again on every
+ * master and the call sent once more. By SHA, after `NOSCRIPT` (script cache flushed, failover) `EVAL`
+ * loads the script again. Replies are decoded synchronously: the schemas have no effects, and the
+ * Effect-based parser costs more than the round trip on a busy client.
+ */
+export const runner = (client: Client, { track, trackWith }: Tracker, library: Library | undefined): Runner => {
+  /** The reload in flight after "Function not found", shared by the calls that met it at once. */
+  let reloading: Promise<void> | undefined
+  const reload = (lib: Library): Promise<void> => {
+    if (reloading === undefined) {
+      reloading = loadOn(client, lib).finally(() => {
+        reloading = undefined
+      })
+    }
+    return reloading
+  }
+  const bySha = ({ args, keys, script }: Call<unknown>): Promise<unknown> =>
     client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) =>
       isNoScript(error) ? client.eval(script.lua, keys.length, ...keys, ...args) : Promise.reject(flagsRefused(script, error))
     )
+  const send = (call: Call<unknown>): Promise<unknown> => {
+    const fn = library?.functionOf(call.script)
+    if (library === undefined || fn === undefined) return bySha(call)
+    const { args, keys } = call
+    return client.fcall(fn, keys.length, ...keys, ...args).catch((error: unknown) =>
+      isFunctionMissing(error)
+        ? reload(library).then(() => client.fcall(fn, keys.length, ...keys, ...args))
+        : Promise.reject(error)
+    )
+  }
   const decode = <A>(operation: string, call: Call<A>, raw: unknown): Effect.Effect<A, BackendError> =>
     Either.match(call.decode(raw), {
       onLeft: (error) => Effect.fail(backendError(operation, error)),

@@ -11,6 +11,7 @@
  */
 import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots, renewSlot, renewSlots } from "./scripts/cluster.js"
 import type { Script } from "./scripts/define.js"
+import * as Library from "./scripts/library.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
 import { acquire, acquireInCluster, bootMarker, release, releaseInCluster, withdraw, withdrawInCluster } from "./scripts/lease.js"
 import {
@@ -93,3 +94,7 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   forgetGroup,
   bootMarker
 ]
+
+/** Every script as one function library (Redis 7), which the backend loads where the server takes it. */
+export const library: Library.Library = Library.make(all.map(({ script }) => script))
+export type { Library } from "./scripts/library.js"

@@ -10,11 +10,17 @@ import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import { preludeFor } from "./prelude.js"
 
-/** A script as Redis runs it (the prelude it uses, parameter bindings, body), with its SHA1 for `EVALSHA`. */
+/**
+ * A script as Redis runs it (the prelude it uses, parameter bindings, body), with its SHA1 for
+ * `EVALSHA`; and its own code (bindings and body) and flags, as a function of the library (`library.ts`).
+ */
 export interface Script {
   readonly name: string
   readonly lua: string
   readonly sha: string
+  /** The parameter bindings and the body, without the prelude. */
+  readonly code: string
+  readonly flags: ReadonlyArray<"allow-cross-slot-keys">
 }
 
 /** A value in `ARGV`. */
@@ -88,7 +94,7 @@ export const define = <
   const shebang = params.flags === undefined ? [] : [`#!lua flags=${params.flags.join(",")}`]
   const code = [bind("KEYS", keys, restKeys), bind("ARGV", args, restArgs), body].join("\n")
   const lua = [...shebang, preludeFor(code), code].join("\n")
-  const script: Script = { name, lua, sha: createHash("sha1").update(lua).digest("hex") }
+  const script: Script = { name, lua, sha: createHash("sha1").update(lua).digest("hex"), code, flags: params.flags ?? [] }
   const decode = Schema.decodeUnknownEither(params.reply)
   const call = (keyValues: Named<Keys, KR, string>, argValues: Named<Args, AR, Arg>): Call<A> => ({
     script,
