@@ -113,7 +113,7 @@ const joinPairs = (entries: Iterable<readonly [string, string]>): string =>
   [...entries].map(([tag, value]) => `${tag}=${value}`).sort().join(",")
 
 /**
- * The margin by which a shadow outlives the home's time left (`ttl` x 4): where a shadow's pulse
+ * The margin by which a shadow outlives the home's time left (`ttl` x 8): where a shadow's pulse
  * cannot be read (its slot moved to another node), the shadow alone says the session lives, so it
  * must outlast every deadline the client derives before its next walk; the price is that such a
  * slot (only there) is taken over up to the margin later after a crash, never earlier.
@@ -129,7 +129,7 @@ const dueAfter = (ttl: number): number => marginOf(ttl) / 2
 
 /**
  * How many slices a pulse's slots are walked in: as many renewals as fit in `dueAfter` at the
- * spacing the session's renewals have (one less, for slack), at most 16.
+ * spacing the session's renewals have (one less, for slack), at most 32.
  */
 const sliceCount = (ttl: number, spacing: number): number =>
   Math.max(1, Math.min(32, Math.floor(dueAfter(ttl) / Math.max(spacing, 1)) - 1))
