@@ -956,6 +956,30 @@ describe("Redis scripts as a function library (private redis-server)", () => {
       }
     }))
 
+  it.scopedLive("a user that loses FUNCTION after the library is gone: the next calls go by SHA and succeed", () =>
+    Effect.gen(function*() {
+      const server = yield* privateServer()
+      const admin = yield* rawClient(false, server.port)
+      yield* Effect.promise(() => admin.call("ACL", "SETUSER", "revoked", "on", "nopass", "~*", "&*", "+@all"))
+      const b = yield* RedisBackend.make({ url: `redis://revoked@127.0.0.1:${server.port}`, ...fresh })
+      expect(yield* libraries(admin)).toHaveLength(1)
+      const { sessionId } = yield* b.openSession(ttl)
+      const name = uniqueName("lease")
+      const token = granted(yield* b.acquire(sessionId, name))
+      yield* Effect.promise(() => admin.call("ACL", "SETUSER", "revoked", "-function"))
+      yield* Effect.promise(() => admin.call("FUNCTION", "FLUSH"))
+      const shaCalls = yield* commandCalls(admin, "evalsha")
+      // "Function not found", the reload refused (NOPERM): the call is sent by SHA instead.
+      expect(granted(yield* b.acquire(sessionId, name))).toBe(token)
+      const functionCalls = yield* commandCalls(admin, "fcall")
+      // And every call after it, without trying FCALL first.
+      expect(sortedLeases(yield* b.keepAlive(sessionId, ttl))).toEqual([[name, token]])
+      expect(yield* commandCalls(admin, "fcall")).toBe(functionCalls)
+      expect(yield* commandCalls(admin, "evalsha")).toBeGreaterThanOrEqual(shaCalls + 2)
+      expect(yield* libraries(admin)).toHaveLength(0)
+      yield* b.closeSession(sessionId)
+    }))
+
   it.scopedLive("a user not allowed FUNCTION: the scripts go by SHA and the backend works", () =>
     Effect.gen(function*() {
       const server = yield* privateServer()

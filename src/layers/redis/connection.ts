@@ -455,11 +455,14 @@ export const loadLibrary = (
  * Script calls: as functions of `library` (`FCALL`) when it was loaded (see `loadLibrary`), else by
  * SHA (`EVALSHA`). A server that lost the library (restarted without persistence, `FUNCTION FLUSH`, a
  * master added to a cluster) answers "Function not found": the library is loaded again on every
- * master and the call sent once more. By SHA, after `NOSCRIPT` (script cache flushed, failover) `EVAL`
+ * master and the call sent once more (by SHA, and every call after it, should the servers refuse the
+ * library by then). By SHA, after `NOSCRIPT` (script cache flushed, failover) `EVAL`
  * loads the script again. Replies are decoded synchronously: the schemas have no effects, and the
  * Effect-based parser costs more than the round trip on a busy client.
  */
 export const runner = (client: Client, { track, trackWith }: Tracker, library: Library | undefined): Runner => {
+  /** The library calls go to; `undefined` from the moment the servers refuse it (scripts by SHA). */
+  let functions = library
   /** The reload in flight after "Function not found", shared by the calls that met it at once. */
   let reloading: Promise<void> | undefined
   const reload = (lib: Library): Promise<void> => {
@@ -475,12 +478,21 @@ export const runner = (client: Client, { track, trackWith }: Tracker, library: L
       isNoScript(error) ? client.eval(script.lua, keys.length, ...keys, ...args) : Promise.reject(flagsRefused(script, error))
     )
   const send = (call: Call<unknown>): Promise<unknown> => {
-    const fn = library?.functionOf(call.script)
-    if (library === undefined || fn === undefined) return bySha(call)
+    const lib = functions
+    const fn = lib?.functionOf(call.script)
+    if (lib === undefined || fn === undefined) return bySha(call)
     const { args, keys } = call
     return client.fcall(fn, keys.length, ...keys, ...args).catch((error: unknown) =>
       isFunctionMissing(error)
-        ? reload(library).then(() => client.fcall(fn, keys.length, ...keys, ...args))
+        ? reload(lib).then(
+          () => client.fcall(fn, keys.length, ...keys, ...args),
+          (reloadError: unknown) => {
+            if (!functionsRefused(reloadError)) return Promise.reject(reloadError)
+            // The servers no longer take the library (its user lost `FUNCTION`): by SHA from now on.
+            functions = undefined
+            return bySha(call)
+          }
+        )
         : Promise.reject(error)
     )
   }

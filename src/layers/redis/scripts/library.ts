@@ -23,7 +23,10 @@ export interface Library {
   readonly functionOf: (script: Script) => string | undefined
 }
 
-/** Every function of a library starts with a redefinition of `EVALSHA`-only lines: dropped. */
+/**
+ * The prelude's first line asks for effects replication, which a script needs before Redis 5 and a
+ * function always has: left out of the library.
+ */
 const everyCall = "if redis.replicate_commands then redis.replicate_commands() end"
 
 /**
