@@ -245,9 +245,7 @@ export const clientIds = (admin: Redis, name: string, command?: string): Effect.
   Effect.promise(() => admin.call("CLIENT", "LIST") as Promise<string>).pipe(
     Effect.map((list) =>
       list.split("\n").filter((line) =>
-        line.includes(` name=${name} `) && (command === undefined || line.includes(` cmd=${command} `) ||
-          // A script runs as a function of the library by default (see `spyScripts`).
-          (command === "evalsha" && line.includes(" cmd=fcall ")))
+        line.includes(` name=${name} `) && (command === undefined || line.includes(` cmd=${command} `))
       ).map((line) => /(?:^|\s)id=(\d+)/.exec(line)![1]!)
     )
   )

@@ -158,7 +158,7 @@ const killMidCall = <A>(
   Effect.gen(function*() {
     yield* Effect.forEach(admins, (a) => Effect.promise(() => a.call("CLIENT", "PAUSE", "20000", "WRITE")))
     const fiber = yield* Effect.fork(call)
-    const [target, id] = yield* Effect.forEach(admins, (a) => Effect.map(clientIds(a, name, "evalsha"), (ids) => [a, ids] as const))
+    const [target, id] = yield* Effect.forEach(admins, (a) => Effect.map(clientIds(a, name, "fcall"), (ids) => [a, ids] as const))
       .pipe(
         Effect.flatMap((all) => {
           const found = all.find(([, ids]) => ids.length === 1)
@@ -391,7 +391,7 @@ describe("Redis calls nobody waits on (Runner.runBehind)", () => {
     yield* Effect.promise(() => client.ping())
     // The scripts as the backend calls them by default: functions of the library, loaded first.
     const tracker = yield* Connection.tracker(client, 5_000, undefined)
-    const library = yield* Connection.loadLibrary(client, tracker, Scripts.library, true)
+    const library = yield* Connection.loadLibrary(client, tracker, Scripts.library)
     expect(library).toBe(Scripts.library)
     const stream = client.stream
     const writes: Array<number> = []

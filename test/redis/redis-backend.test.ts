@@ -492,6 +492,12 @@ for (const mode of modes) {
   })
 }
 
+/** How many times the server at `admin` ran `command` (`INFO commandstats`, lower-case name). */
+const commandCalls = (admin: RawClient, command: string) =>
+  Effect.promise(() => admin.info("commandstats")).pipe(
+    Effect.map((info) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? "0"))
+  )
+
 /**
  * Counts the script calls a backend sends through `client`, by script; the `refused` ones are
  * answered as Redis 6 answers a script with flags.
@@ -908,9 +914,7 @@ describe("Redis backend failures (private redis-server)", () => {
       for (const routeBySlot of [false, true]) {
         const b = yield* RedisBackend.make({ port: server.port, ...fresh, routeBySlot, functions: false })
         const admin = yield* rawClient(false, server.port)
-        const evals = Effect.promise(() => admin.info("commandstats")).pipe(
-          Effect.map((info) => Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? "0"))
-        )
+        const evals = commandCalls(admin, "eval")
         const { sessionId } = yield* b.openSession(ttl)
         const name = uniqueName("lease")
         const token = granted(yield* b.acquire(sessionId, name))
@@ -926,10 +930,6 @@ describe("Redis backend failures (private redis-server)", () => {
 })
 
 describe("Redis scripts as a function library (private redis-server)", () => {
-  const commandCalls = (admin: RawClient, command: string) =>
-    Effect.promise(() => admin.info("commandstats")).pipe(
-      Effect.map((info) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? "0"))
-    )
   const libraries = (admin: RawClient) =>
     Effect.promise(() => admin.call("FUNCTION", "LIST", "LIBRARYNAME", Scripts.library.name) as Promise<ReadonlyArray<unknown>>)
 

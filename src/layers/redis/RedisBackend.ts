@@ -71,7 +71,7 @@ const start = (
       subscriber,
       (error) => runFork(Effect.logDebug("simba redis: subscriber: (un)subscribing a channel failed", error))
     )
-    const library = yield* Connection.loadLibrary(client, tracker, Scripts.library, settings.functions)
+    const library = settings.functions ? yield* Connection.loadLibrary(client, tracker, Scripts.library) : undefined
     const runner = Connection.runner(client, tracker, library)
     yield* Markers.markOnStart(mode, k, runner, client, delayMs)
     return LeaseBackend.make({

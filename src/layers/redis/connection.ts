@@ -435,21 +435,14 @@ const loadOn = (client: Client, library: Library): Promise<void> =>
   )).then(() => undefined)
 
 /**
- * Loads the scripts' function library (`library.ts`) on every master, unless `use` is false: answers
- * the library when the servers took it, `undefined` (scripts by SHA) when `use` is false or a server
- * does not take libraries (Redis 6, an ACL user without `FUNCTION`; see `functionsRefused`). Any
- * other failure (the connection, a library the server cannot compile) fails the backend's start.
+ * Loads the scripts' function library (`library.ts`) on every master: answers the library when the
+ * servers took it, `undefined` (scripts by SHA) when a server does not take libraries (Redis 6, an ACL
+ * user without `FUNCTION`; see `functionsRefused`). Any other failure (the connection, a library the
+ * server cannot compile) fails the backend's start.
  */
-export const loadLibrary = (
-  client: Client,
-  { track }: Tracker,
-  library: Library,
-  use: boolean
-): Effect.Effect<Library | undefined, BackendError> =>
-  use
-    ? track("loadScripts", () => loadOn(client, library).then(() => library, (error: unknown) =>
-      functionsRefused(error) ? undefined : Promise.reject(error)))
-    : Effect.succeed(undefined)
+export const loadLibrary = (client: Client, { track }: Tracker, library: Library): Effect.Effect<Library | undefined, BackendError> =>
+  track("loadScripts", () => loadOn(client, library).then(() => library, (error: unknown) =>
+    functionsRefused(error) ? undefined : Promise.reject(error)))
 
 /**
  * Script calls: as functions of `library` (`FCALL`) when it was loaded (see `loadLibrary`), else by
