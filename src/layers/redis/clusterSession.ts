@@ -121,6 +121,13 @@ const joinPairs = (entries: Iterable<readonly [string, string]>): string =>
 export const marginOf = (ttl: number): number => ttl * 8
 
 /**
+ * The most slots one `renewShadows` call renews and lists: a renewal that lists a large lease set
+ * (its first, or one after a change) costs a few calls per node, each short enough (~1-3 ms of server
+ * time) not to hold up the node's other clients for long.
+ */
+const shadowsPerCall = 512
+
+/**
  * A slice not walked for this long (half the margin) is walked at once: a shadow walked at `t` lives
  * until at least `t` + the home's time left + the margin, and a renewal at `t'` derives a deadline of
  * at most `t'` + that time, so the shadow outlives it while `t' - t` stays under the margin.
@@ -401,26 +408,76 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       else counts.set(sessionId, homeCount)
       batchViews.push(viewsAtHome)
       const answers = new Map<number, Schema.Schema.Type<typeof Replies.SlotRenewed>>()
-      const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) =>
-        Effect.map(
-          runAll(
-            "keepAlive",
-            positions.map((i) => {
-              const w = work[i]!
-              return Scripts.renewSlot(slotKeys(sessionId, w), {
+      /**
+       * The slots at `positions` renewed one by one, each listing its leases unless its set is still at
+       * the version `knownIn` gives: those holding leases and no group by node, in `renewShadows` calls
+       * of up to `shadowsPerCall` slots (a slot its node's call found elsewhere, and every slot with
+       * groups, in a `renewSlot` call of its own). A slot answered before keeps the group views it had.
+       */
+      const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) => {
+        const byPulse = new Map<string, Array<number>>()
+        const alone: Array<number> = []
+        for (const i of positions) {
+          const w = work[i]!
+          if (w.registration === "" || w.groups.length > 0) {
+            alone.push(i)
+            continue
+          }
+          const pulse = pulseFor(sessionId, w.slot)
+          const batch = byPulse.get(pulse)
+          if (batch === undefined) byPulse.set(pulse, [i])
+          else batch.push(i)
+        }
+        const answer = (at: number, reply: Schema.Schema.Type<typeof Replies.SlotRenewed>) =>
+          answers.set(at, reply[1].length > 0 ? reply : [reply[0], answers.get(at)?.[1] ?? [], reply[2], reply[3]])
+        const oneByOne = (at: ReadonlyArray<number>) =>
+          Effect.map(
+            runAll(
+              "keepAlive",
+              at.map((i) => {
+                const w = work[i]!
+                return Scripts.renewSlot(slotKeys(sessionId, w), {
+                  sessionId,
+                  remaining,
+                  margin: marginOf(ttl),
+                  pulse: w.registration === "" ? "" : pulseFor(sessionId, w.slot),
+                  leasePrefix: k.leasePrefix,
+                  registration: w.registration,
+                  known: knownIn(w.tag),
+                  groupNames: w.groups
+                })
+              })
+            ),
+            (replies) => at.forEach((i, j) => answer(i, replies[j]!))
+          )
+        const batches = [...byPulse].flatMap(([pulse, at]) =>
+          Array.from({ length: Math.ceil(at.length / shadowsPerCall) }, (_, j) => {
+            const slice = at.slice(j * shadowsPerCall, (j + 1) * shadowsPerCall)
+            return {
+              slice,
+              call: Scripts.renewShadows({ pulse }, {
                 sessionId,
                 remaining,
                 margin: marginOf(ttl),
-                pulse: w.registration === "" ? "" : pulseFor(sessionId, w.slot),
+                shadowBase: k.shadowBase,
                 leasePrefix: k.leasePrefix,
-                registration: w.registration,
-                known: knownIn(w.tag),
-                groupNames: w.groups
+                slotList: slice.flatMap((i) => [work[i]!.tag, work[i]!.registration, knownIn(work[i]!.tag)]).join(",")
               })
-            })
-          ),
-          (replies) => positions.forEach((at, j) => answers.set(at, replies[j]!))
+            }
+          })
         )
+        const byNode = Effect.flatMap(runAll("keepAlive", batches.map((b) => b.call)), (replies) => {
+          const moved: Array<number> = []
+          batches.forEach(({ slice }, j) =>
+            replies[j]!.forEach((reply, m) => {
+              if (reply === "moved") moved.push(slice[m]!)
+              else answer(slice[m]!, [reply[0], [], reply[1], reply[2]])
+            })
+          )
+          return oneByOne(moved)
+        })
+        return Effect.all([byNode, oneByOne(alone)], { concurrency: "unbounded", discard: true })
+      }
       const knownIn = (tag: string) => knownBySlot.get(tag) ?? ""
       const leftEarly = fresh || homePick === undefined ? [] : [...missedAt(homePick.slice, missedAtHome), ...missedEarly.flat()]
       const batches = Effect.forEach(picks, walk, { concurrency: "unbounded" })

@@ -61,6 +61,10 @@ export const HomeSlotsRenewed = Schema.Union(
  * the registration to forget there (`""`: none) and the version of its lease set there (`""`: none).
  */
 export const SlotRenewed = Schema.Tuple(Schema.Union(LeaseList, Schema.Literal(0)), GroupList, Schema.String, Schema.String)
+/** Per slot of a `renewShadows` call: what `SlotRenewed` answers without the groups, or `moved`. */
+export const ShadowsRenewed = Schema.Array(
+  Schema.Union(Schema.Tuple(Schema.Union(LeaseList, Schema.Literal(0)), Schema.String, Schema.String), Schema.Literal("moved"))
+)
 /** The home's time left when it was deleted, its registered slot tags and its groups. */
 export const HomeClosed = Schema.Tuple(Millis, Schema.Array(Schema.String), Schema.Array(Schema.String))
 export const HomeJoined = Schema.Union(Schema.Tuple(Schema.Literal("ok"), Millis), Expired)

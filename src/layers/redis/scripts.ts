@@ -9,7 +9,7 @@
  * differently in each: where a session is found alive, and whether a freed lease is granted to its
  * first waiter (`node`) or reserved for it (`cluster`).
  */
-import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots, renewSlot, renewSlots } from "./scripts/cluster.js"
+import { closeHome, closeSlot, forgetSlots, register, renewHome, renewHomeSlots, renewShadows, renewSlot, renewSlots } from "./scripts/cluster.js"
 import type { Script } from "./scripts/define.js"
 import * as Library from "./scripts/library.js"
 import { addMember, forgetGroup, join, joinHome, leave, members, removeMember } from "./scripts/groups.js"
@@ -52,6 +52,7 @@ export {
   renew,
   renewHome,
   renewHomeSlots,
+  renewShadows,
   renewSlot,
   renewSlots,
   withdraw,
@@ -85,6 +86,7 @@ export const all: ReadonlyArray<{ readonly script: Script; readonly params: Read
   renewHomeSlots,
   renewSlot,
   renewSlots,
+  renewShadows,
   forgetSlots,
   closeHome,
   closeSlot,

@@ -71,34 +71,10 @@ export const renewSlot = define("renewSlot", {
   flags: ["allow-cross-slot-keys"]
 }, `
 local rem = tonumber(remaining)
-local keep = rem + tonumber(margin)
 local now = #groups > 0 and now_ms() or 0
 local leases, prune, version = {}, '', ''
 if registration ~= '' then
-  if redis.call('EXISTS', shadow) == 1 then
-    rely_on(shadow, pulse, rem)
-    extend(shadow, keep)
-    extend(shadowLeases, keep)
-    version = redis.call('HGET', shadow, 'ver') or ''
-    if known ~= '' and version == known and redis.call('SCARD', shadowLeases) > 0 then
-      leases = 0
-    else
-      if now == 0 then now = now_ms() end
-      local pruned
-      leases, pruned = held_leases(shadowLeases, sessionId, leasePrefix, now + rem, true)
-      if pruned > 0 or version == '' then version = bump_shadow(shadow, true) end
-      -- A shadow waiting in a pool's queue ('waits', see pool_wait) stays open: a hand-off grants into it.
-      if #leases == 0 and tonumber(redis.call('HGET', shadow, 'waits') or '0') <= 0 then
-        prune = redis.call('HGET', shadow, 'gen') or '0'
-        redis.call('HSET', shadow, 'closed', prune)
-      end
-    end
-  else
-    -- Lost, or its first grant is still on the way: close it at the registration we know of.
-    redis.call('HSET', shadow, 'closed', registration)
-    redis.call('PEXPIRE', shadow, rem)
-    prune = registration
-  end
+  leases, prune, version = renew_shadow(shadow, sessionId, rem, rem + tonumber(margin), pulse, leasePrefix, registration, known, now)
 end
 local views = {}
 for i, gk in ipairs(groups) do
@@ -127,6 +103,36 @@ export const renewSlots = define("renewSlots", {
 local rem = tonumber(remaining)
 local count = renew_pulse(pulse, rem)
 return {count, renew_unchanged(split_list(slotList), sessionId, shadowBase, rem + tonumber(margin), pulse), renew_groups(groupNames, sessionId, groupPrefix, rem)}
+`)
+
+/**
+ * `renewSlot` for many slots of the node `pulse` is on, their groups left out: for each
+ * `tag,registration,known` triple of `slotList` (comma-separated, one argument; `known` may be empty),
+ * renews the session's shadow in that slot pointed at `pulse` and answers what `renewSlot` answers
+ * for it without the groups (`{leases, prune, version}`), or `moved` for a slot this node does not
+ * serve (resharding: nothing of that slot is read or written), which the client sends as a
+ * `renewSlot` of its own. A renewal's slots whose lease sets it lists (its first one, or one that
+ * found a change) go by node in a few such calls, not one call per slot.
+ */
+export const renewShadows = define("renewShadows", {
+  keys: ["pulse"],
+  args: ["sessionId", "remaining", "margin", "shadowBase", "leasePrefix", "slotList"],
+  reply: Replies.ShadowsRenewed,
+  flags: ["allow-cross-slot-keys"]
+}, `
+local rem = tonumber(remaining)
+local keep = rem + tonumber(margin)
+local answers = {}
+for tag, registration, known in string.gmatch(slotList .. ',', '([^,]*),([^,]*),([^,]*),') do
+  local shadow = shadowBase .. tag .. '}:' .. sessionId
+  local here = redis.pcall('EXISTS', shadow)
+  if type(here) == 'table' and here.err then
+    answers[#answers + 1] = 'moved'
+  else
+    answers[#answers + 1] = {renew_shadow(shadow, sessionId, rem, keep, pulse, leasePrefix, registration, known, 0)}
+  end
+end
+return answers
 `)
 
 /**

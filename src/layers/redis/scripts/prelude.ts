@@ -520,6 +520,35 @@ local function renew_unchanged(slots, sid, shadow_base, keep, pulse)
   end
   return others
 end
+-- A renewal of sid's shadow in one slot (mode 'cluster') registered as registration there: extends
+-- it and its lease set to at least keep ms, pointed at pulse (extended for rem ms), and answers its
+-- leases (0: still at version known, which '' never is), the registration to forget ('': none) and
+-- the version of its set. A shadow left with no lease and no wait is closed at its last
+-- registration; a missing one (lost, or its first grant still on the way) at the one the client
+-- knows. now: the server ms, or 0 to read it when needed.
+local function renew_shadow(shadow, sid, rem, keep, pulse, lease_prefix, registration, known, now)
+  local shadow_leases = shadow .. ':leases'
+  if redis.call('EXISTS', shadow) == 0 then
+    redis.call('HSET', shadow, 'closed', registration)
+    redis.call('PEXPIRE', shadow, rem)
+    return {}, registration, ''
+  end
+  rely_on(shadow, pulse, rem)
+  extend(shadow, keep)
+  extend(shadow_leases, keep)
+  local version = redis.call('HGET', shadow, 'ver') or ''
+  if known ~= '' and version == known and redis.call('SCARD', shadow_leases) > 0 then return 0, '', version end
+  if now == 0 then now = now_ms() end
+  local leases, pruned = held_leases(shadow_leases, sid, lease_prefix, now + rem, true)
+  if pruned > 0 or version == '' then version = bump_shadow(shadow, true) end
+  local prune = ''
+  -- A shadow waiting in a pool's queue ('waits', see pool_wait) stays open: a hand-off grants into it.
+  if #leases == 0 and tonumber(redis.call('HGET', shadow, 'waits') or '0') <= 0 then
+    prune = redis.call('HGET', shadow, 'gen') or '0'
+    redis.call('HSET', shadow, 'closed', prune)
+  end
+  return leases, prune, version
+end
 -- Renews sid's membership of the groups named in group_names (comma-separated; names have no comma)
 -- on the node this script runs on, for rem ms (mode 'cluster', scripts flagged
 -- allow-cross-slot-keys): the {group, members} views of those it is still a member of.
