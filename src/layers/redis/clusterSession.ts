@@ -3,8 +3,8 @@
  * pulses"). A renewal is, at once, the home's call, which also renews the session's pulse on the
  * home's node, and one `renewSlots` call per other pulse: each extends its pulse and walks one slice
  * of the shadows relying on it (all of them when the plan is new or a slice is due), so an unchanged
- * renewal costs one call per node and a slice of the slots; a slot whose lease set changed, or that a
- * call did not renew, gets a `renewSlot` call of its own. The renewal's plan is kept per session
+ * renewal costs one call per node and a slice of the slots; the slots whose lease set changed, or
+ * that a call did not renew, are renewed (and listed) by node in `renewShadows` calls. The renewal's plan is kept per session
  * while nothing it was built from changed.
  */
 import * as Clock from "effect/Clock"
@@ -113,12 +113,14 @@ const joinPairs = (entries: Iterable<readonly [string, string]>): string =>
   [...entries].map(([tag, value]) => `${tag}=${value}`).sort().join(",")
 
 /**
- * The margin by which a shadow outlives the home's time left (`ttl` x 8): where a shadow's pulse
+ * The margin by which a shadow outlives the home's time left (`ttl` x 16): where a shadow's pulse
  * cannot be read (its slot moved to another node), the shadow alone says the session lives, so it
  * must outlast every deadline the client derives before its next walk; the price is that such a
- * slot (only there) is taken over up to the margin later after a crash, never earlier.
+ * slot (only there) is taken over up to the margin later after a crash, never earlier. The larger
+ * the margin, the more renewals a walk of every shadow is spread over (see `sliceCount`): at 16 x,
+ * a session renewed 9 times per `ttl` walks a 64th of its shadows per renewal.
  */
-export const marginOf = (ttl: number): number => ttl * 8
+export const marginOf = (ttl: number): number => ttl * 16
 
 /**
  * The most slots one `renewShadows` call renews and lists: a renewal that lists a large lease set
@@ -136,10 +138,10 @@ const dueAfter = (ttl: number): number => marginOf(ttl) / 2
 
 /**
  * How many slices a pulse's slots are walked in: as many renewals as fit in `dueAfter` at the
- * spacing the session's renewals have (one less, for slack), at most 32.
+ * spacing the session's renewals have (one less, for slack), at most 64.
  */
 const sliceCount = (ttl: number, spacing: number): number =>
-  Math.max(1, Math.min(32, Math.floor(dueAfter(ttl) / Math.max(spacing, 1)) - 1))
+  Math.max(1, Math.min(64, Math.floor(dueAfter(ttl) / Math.max(spacing, 1)) - 1))
 
 /** What the cluster's renewal needs of the backend's rules (see `Operations.LeaseRules`). */
 export interface SlotRules {
@@ -328,7 +330,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
    * only when it changed), and one `renewSlots` call per other pulse with its slice, the groups on its
    * node included, all at once (after the home when the plan is new); the slots a call did not renew
    * (moved, changed) and those the plan could not
-   * place get one `renewSlot` call each; all are extended to the home's time left (shadows by the
+   * place are renewed by node (`renewSlots` below); all are extended to the home's time left (shadows by the
    * margin more), listing their leases unless their set is still the version `known` names there.
    * When every pulse's count and every slot asked is still as `known` names them, no lease is listed;
    * otherwise every slot is asked for its list (the SPI answers the whole set). Then the home forgets
