@@ -3,7 +3,9 @@
  * renewal round trip p50 < 5 ms and client CPU per renewal < 1 ms): one Simba client holds
  * `LEASES` leases, either `LEASES` locks (`client.lock`, all in one scope) or one partition group of
  * `LEASES` partitions (the only member, so it leads them all), on a single Redis and on the Redis
- * Cluster; once all are held it measures for `WINDOW_MS`:
+ * Cluster; once all are held and two renewals in a row answered the set unchanged (the steady state:
+ * the listing renewal and the one planning anew after it are the "LeaseBackend alone" rows) it
+ * measures for `WINDOW_MS`:
  * - the renewal round trip: every `keepAlive` of the client's `LeaseBackend`, timed by a wrapper this
  *   file puts around the service (nothing in `src/` is instrumented for it): p50 and p99;
  * - the process CPU (user + system, `process.cpuUsage`) in 1 s slices of the window: per renewal the
@@ -103,7 +105,7 @@ const timedKeepAlive = (
   samples: Array<number>,
   recording: () => boolean,
   connection: string,
-  sent: { roundTrips: number }
+  sent: { roundTrips: number; unchangedInARow: number }
 ): LeaseBackendService => ({
   ...backend,
   keepAlive: (sessionId, ttl, known) =>
@@ -111,6 +113,11 @@ const timedKeepAlive = (
       const started = now()
       const before = roundTrips(connection)
       return backend.keepAlive(sessionId, ttl, known).pipe(
+        Effect.tap((reply) =>
+          Effect.sync(() => {
+            sent.unchangedInARow = reply._tag === "Live" && reply.leases === undefined ? sent.unchangedInARow + 1 : 0
+          })
+        ),
         Effect.ensuring(Effect.sync(() => {
           if (!recording()) return
           samples.push(now() - started)
@@ -161,7 +168,7 @@ const renew10k = (ctx: Pick<Context, "prefix" | "log">, mode: Renew10kMode, shap
     // runtime's own threads): median of three 1 s slices.
     const idleSlices = yield* cpuSlices(3)
     const raw = yield* RedisBackend.make(backendOptions(ctx.prefix, mode, connection))
-    const sent = { roundTrips: 0 }
+    const sent = { roundTrips: 0, unchangedInARow: 0 }
     const backend = timedKeepAlive(raw, samples, () => recording, connection, sent)
     const client = yield* Simba.make(settings).pipe(Effect.provideService(LeaseBackend, backend))
     const leaders = leadersOf(client)
@@ -175,8 +182,12 @@ const renew10k = (ctx: Pick<Context, "prefix" | "log">, mode: Renew10kMode, shap
     }
     const acquireSeconds = (now() - started) / 1000
     ctx.log(`renew10k ${mode} ${shape}: ${LEASES} leases held after ${acquireSeconds.toFixed(1)} s`)
-    // Let the renewal that lists the new lease set pass before the window.
-    yield* Effect.sleep(Duration.millis(1500))
+    // The window is the steady state: it starts after two renewals in a row answered the set
+    // unchanged. Before them, the renewal that lists the new lease set and (mode cluster) the one
+    // after it, which plans its calls anew and walks every shadow once; their cost is the
+    // "LeaseBackend alone" rows'. At most 10 s.
+    const settling = now()
+    while (sent.unchangedInARow < 2 && now() - settling < 10_000) yield* Effect.sleep(Duration.millis(100))
     const cpuBefore = process.cpuUsage()
     const from = now()
     recording = true
@@ -241,6 +252,8 @@ export interface BackendRenewResult {
   /** keepAlive without a known version (the full list), ms each. */
   readonly listed: ReadonlyArray<number>
   readonly listedCpuMs: number
+  /** Redis round trips (client count) per keepAlive listing every lease. */
+  readonly listedRoundTrips: number
 }
 
 /**
@@ -249,7 +262,8 @@ export interface BackendRenewResult {
  */
 const renew10kBackend = (ctx: Pick<Context, "prefix">, mode: Renew10kMode): Promise<BackendRenewResult> =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const backend = yield* RedisBackend.make(backendOptions(ctx.prefix, mode, `${ctx.prefix}-simba-renew10k-backend-${mode}`))
+    const connection = `${ctx.prefix}-simba-renew10k-backend-${mode}`
+    const backend = yield* RedisBackend.make(backendOptions(ctx.prefix, mode, connection))
     const ttl = Duration.seconds(60)
     const { sessionId } = yield* backend.openSession(ttl)
     yield* Effect.forEach(
@@ -275,9 +289,17 @@ const renew10kBackend = (ctx: Pick<Context, "prefix">, mode: Renew10kMode): Prom
         return { samples, cpuMs: (used.user + used.system) / 1000 / runs }
       })
     const unchanged = yield* timed(20, first.version)
+    const before = roundTrips(connection)
     const listed = yield* timed(5, undefined)
+    const listedRoundTrips = roundTripsSince(connection, before).total / 5
     yield* backend.closeSession(sessionId)
-    return { unchanged: unchanged.samples, unchangedCpuMs: unchanged.cpuMs, listed: listed.samples, listedCpuMs: listed.cpuMs }
+    return {
+      unchanged: unchanged.samples,
+      unchangedCpuMs: unchanged.cpuMs,
+      listed: listed.samples,
+      listedCpuMs: listed.cpuMs,
+      listedRoundTrips
+    }
   })))
 
 // -------------------------------------------------------------------------------------------------
@@ -386,5 +408,6 @@ if (process.argv[1] === thisFile && process.argv[2] === "renew10k") {
 }
 if (process.argv[1] === thisFile && process.argv[2] === "renew10k-backend") {
   const [mode, prefix] = process.argv.slice(3) as [Renew10kMode, string]
+  installRoundTripCounter()
   void printed(renew10kBackend({ prefix }, mode))
 }

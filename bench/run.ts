@@ -278,6 +278,7 @@ const main = async () => {
       row("renew10k", `process CPU per keepAlive naming the known version (${what})`, "ms", { simba: r.unchangedCpuMs })
       row("renew10k", `keepAlive listing every lease, median of 5 (${what})`, "ms", { simba: R.summary.median(r.listed) })
       row("renew10k", `process CPU per keepAlive listing every lease (${what})`, "ms", { simba: r.listedCpuMs })
+      row("renew10k", `Redis round trips per keepAlive listing every lease (${what})`, "round trips", { simba: r.listedRoundTrips })
     }
     log(`renew10k: deleted ${await R10k.deleteClusterKeys(prefix)} cluster keys`)
   }
