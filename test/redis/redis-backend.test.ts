@@ -531,25 +531,35 @@ describe("Redis Cluster: per-slot design", () => {
     }
   })
 
+  /**
+   * On the suite's cluster: a session's shadow in slot 0 at version 4 relying on its pulse there
+   * (one lease, `y`, 2 s to live), and a slot of another node.
+   */
+  const shadowInSlotZero = Effect.gen(function*() {
+    const client = yield* rawClient(true)
+    if (!("slots" in client)) return yield* Effect.dieMessage("the suite's cluster answered as a single node")
+    yield* Effect.promise(() => client.ping())
+    const nodeOf = (slot: number) => client.slots[slot]?.[0]
+    const here = 0
+    const slots = Array.from({ length: 16384 }, (_, slot) => slot)
+    const elsewhere = slots.find((slot) => nodeOf(slot) !== nodeOf(here))!
+    const sessionId = randomBytes(16).toString("hex")
+    const local = k.shadow(RedisBackend.slotTag(here), sessionId)
+    const pulse = k.pulse(RedisBackend.slotTag(here), sessionId)
+    yield* Effect.promise(() => client.hset(local, "ver", "4", "pulse", pulse))
+    yield* Effect.promise(() => client.sadd(`${local}:leases`, "y"))
+    yield* Effect.promise(() => client.pexpire(local, 2000))
+    yield* Effect.promise(() => client.pexpire(`${local}:leases`, 2000))
+    return { client, nodeOf, slots, here, elsewhere, sessionId, local, pulse }
+  })
+
   it.scopedLive("renewSlots leaves a slot its node does not serve (moved by resharding) to renewSlot, untouched", () =>
     Effect.gen(function*() {
-      const client = yield* rawClient(true)
-      if (!("slots" in client)) return expect.unreachable("a cluster client")
-      yield* Effect.promise(() => client.ping())
-      const nodeOf = (slot: number) => client.slots[slot]?.[0]
-      const here = 0
-      const elsewhere = Array.from({ length: 16384 }, (_, slot) => slot).find((slot) => nodeOf(slot) !== nodeOf(here))!
-      const sessionId = randomBytes(16).toString("hex")
+      const { client, elsewhere, here, local, pulse, sessionId } = yield* shadowInSlotZero
       const away = k.shadow(RedisBackend.slotTag(elsewhere), sessionId)
       yield* Effect.promise(() => client.hset(away, "ver", "1"))
       yield* Effect.promise(() => client.sadd(`${away}:leases`, "x"))
       yield* Effect.promise(() => client.pexpire(away, 2000))
-      const local = k.shadow(RedisBackend.slotTag(here), sessionId)
-      const pulse = k.pulse(RedisBackend.slotTag(here), sessionId)
-      yield* Effect.promise(() => client.hset(local, "ver", "4", "pulse", pulse))
-      yield* Effect.promise(() => client.sadd(`${local}:leases`, "y"))
-      yield* Effect.promise(() => client.pexpire(local, 2000))
-      yield* Effect.promise(() => client.pexpire(`${local}:leases`, 2000))
       const call = Scripts.renewSlots({ pulse }, {
         sessionId,
         remaining: 60_000,
@@ -572,21 +582,8 @@ describe("Redis Cluster: per-slot design", () => {
 
   it.scopedLive("renewShadows renews and lists the slots of its node, answers `moved` for another node's, closes a missing shadow", () =>
     Effect.gen(function*() {
-      const client = yield* rawClient(true)
-      if (!("slots" in client)) return expect.unreachable("a cluster client")
-      yield* Effect.promise(() => client.ping())
-      const nodeOf = (slot: number) => client.slots[slot]?.[0]
-      const here = 0
-      const slots = Array.from({ length: 16384 }, (_, slot) => slot)
-      const elsewhere = slots.find((slot) => nodeOf(slot) !== nodeOf(here))!
+      const { client, elsewhere, here, local, nodeOf, pulse, sessionId, slots } = yield* shadowInSlotZero
       const nearby = slots.find((slot) => slot !== here && nodeOf(slot) === nodeOf(here))!
-      const sessionId = randomBytes(16).toString("hex")
-      const local = k.shadow(RedisBackend.slotTag(here), sessionId)
-      const pulse = k.pulse(RedisBackend.slotTag(here), sessionId)
-      yield* Effect.promise(() => client.hset(local, "ver", "4", "pulse", pulse))
-      yield* Effect.promise(() => client.sadd(`${local}:leases`, "y"))
-      yield* Effect.promise(() => client.pexpire(local, 2000))
-      yield* Effect.promise(() => client.pexpire(`${local}:leases`, 2000))
       const call = Scripts.renewShadows({ pulse }, {
         sessionId,
         remaining: 60_000,
