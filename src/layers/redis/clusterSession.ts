@@ -4,8 +4,8 @@
  * home's node, and one `renewSlots` call per other pulse: each extends its pulse and walks one slice
  * of the shadows relying on it (all of them when the plan is new or a slice is due), so an unchanged
  * renewal costs one call per node and a slice of the slots; the slots whose lease set changed, or
- * that a call did not renew, are renewed (and listed) by node in `renewShadows` calls. The renewal's plan is kept per session
- * while nothing it was built from changed.
+ * that a call did not renew, are renewed (and listed) by node in `renewShadows` calls. The renewal's
+ * plan is kept per session while nothing it was built from changed.
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -329,9 +329,9 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
    * Cluster: the home, with its pulse and the next slice of the slots relying on it (its slot list
    * only when it changed), and one `renewSlots` call per other pulse with its slice, the groups on its
    * node included, all at once (after the home when the plan is new); the slots a call did not renew
-   * (moved, changed) and those the plan could not
-   * place are renewed by node (`renewSlots` below); all are extended to the home's time left (shadows by the
-   * margin more), listing their leases unless their set is still the version `known` names there.
+   * (moved, changed) and those the plan could not place are renewed by node (`renewSlots` below); all
+   * are extended to the home's time left (shadows by the margin more), listing their leases unless
+   * their set is still the version `known` names there.
    * When every pulse's count and every slot asked is still as `known` names them, no lease is listed;
    * otherwise every slot is asked for its list (the SPI answers the whole set). Then the home forgets
    * the slots a renewal closed (rarely).
