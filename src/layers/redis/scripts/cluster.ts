@@ -125,12 +125,8 @@ local keep = rem + tonumber(margin)
 local answers = {}
 for tag, registration, known in string.gmatch(slotList .. ',', '([^,]*),([^,]*),([^,]*),') do
   local shadow = shadowBase .. tag .. '}:' .. sessionId
-  local here = redis.pcall('EXISTS', shadow)
-  if type(here) == 'table' and here.err then
-    answers[#answers + 1] = 'moved'
-  else
-    answers[#answers + 1] = {renew_shadow(shadow, sessionId, rem, keep, pulse, leasePrefix, registration, known, 0)}
-  end
+  local leases, prune, version = renew_shadow(shadow, sessionId, rem, keep, pulse, leasePrefix, registration, known, 0)
+  answers[#answers + 1] = leases == nil and 'moved' or {leases, prune, version}
 end
 return answers
 `)

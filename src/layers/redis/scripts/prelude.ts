@@ -525,10 +525,14 @@ end
 -- leases (0: still at version known, which '' never is), the registration to forget ('': none) and
 -- the version of its set. A shadow left with no lease and no wait is closed at its last
 -- registration; a missing one (lost, or its first grant still on the way) at the one the client
--- knows. now: the server ms, or 0 to read it when needed.
+-- knows. now: the server ms, or 0 to read it when needed. Nil, and nothing read or written, when this
+-- node does not serve the shadow's slot (scripts flagged allow-cross-slot-keys reaching another slot:
+-- the access is an error redis.pcall returns).
 local function renew_shadow(shadow, sid, rem, keep, pulse, lease_prefix, registration, known, now)
   local shadow_leases = shadow .. ':leases'
-  if redis.call('EXISTS', shadow) == 0 then
+  local exists = redis.pcall('EXISTS', shadow)
+  if type(exists) ~= 'number' then return nil end
+  if exists == 0 then
     redis.call('HSET', shadow, 'closed', registration)
     redis.call('PEXPIRE', shadow, rem)
     return {}, registration, ''
