@@ -329,7 +329,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
    * Cluster: the home, with its pulse and the next slice of the slots relying on it (its slot list
    * only when it changed), and one `renewSlots` call per other pulse with its slice, the groups on its
    * node included, all at once (after the home when the plan is new); the slots a call did not renew
-   * (moved, changed) and those the plan could not place are renewed by node (`renewSlots` below); all
+   * (moved, changed) and those the plan could not place are renewed by node (`renewEach` below); all
    * are extended to the home's time left (shadows by the margin more), listing their leases unless
    * their set is still the version `known` names there.
    * When every pulse's count and every slot asked is still as `known` names them, no lease is listed;
@@ -411,12 +411,12 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       batchViews.push(viewsAtHome)
       const answers = new Map<number, Schema.Schema.Type<typeof Replies.SlotRenewed>>()
       /**
-       * The slots at `positions` renewed one by one, each listing its leases unless its set is still at
-       * the version `knownIn` gives: those holding leases and no group by node, in `renewShadows` calls
+       * The slots at `positions` renewed each on its own terms, listing its leases unless its set is
+       * still at the version `knownIn` gives: those holding leases and no group by node, in `renewShadows` calls
        * of up to `shadowsPerCall` slots (a slot its node's call found elsewhere, and every slot with
        * groups, in a `renewSlot` call of its own). A slot answered before keeps the group views it had.
        */
-      const renewSlots = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) => {
+      const renewEach = (positions: ReadonlyArray<number>, knownIn: (tag: string) => string) => {
         const byPulse = new Map<string, Array<number>>()
         const alone: Array<number> = []
         for (const i of positions) {
@@ -485,8 +485,8 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
       const batches = Effect.forEach(picks, walk, { concurrency: "unbounded" })
       // The slots a call did not renew go one by one after it; the others at once.
       yield* Effect.all([
-        Effect.flatMap(batches, (missed) => renewSlots(missed.flat(), knownIn)),
-        renewSlots([...plan.others, ...leftEarly], knownIn)
+        Effect.flatMap(batches, (missed) => renewEach(missed.flat(), knownIn)),
+        renewEach([...plan.others, ...leftEarly], knownIn)
       ], { concurrency: "unbounded", discard: true })
       // Every call succeeded: the slices walked are fresh from this renewal's start.
       plan.rounds++
@@ -518,7 +518,7 @@ export const make = (k: Keys, { run, runAll }: Runner, rules: SlotRules) => {
         return { remaining: Duration.millis(remaining), version: known!, leases: undefined, groups: groupViewsOf() }
       }
       const again = work.flatMap((_, i) => replyAt(i)[0] === 0 ? [i] : [])
-      yield* renewSlots(again, () => "")
+      yield* renewEach(again, () => "")
       const replies = work.map((_, i) => replyAt(i))
       const slotPart = joinPairs(
         work.flatMap((w, i) => w.registration === "" || replies[i]![2] !== "" ? [] : [[w.tag, replies[i]![3]] as const])
