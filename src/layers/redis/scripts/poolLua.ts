@@ -49,12 +49,19 @@ local function pool_holds(lk, holders, lease_prefix, gone_sid)
   end
   return used, count
 end
--- lk's pool once the holds and waiters of gone sessions are dropped: {kind, limit}, or nil (its keys
--- deleted) when it has none left.
+-- lk's pool has neither holds nor waiters left: its keys go.
+local function pool_drop(lk)
+  redis.call('DEL', lk .. ':pool', lk .. ':holds', lk .. ':pq', lk .. ':pw')
+end
+-- lk's pool once the holds and waiters of gone sessions are dropped, or nil (its keys deleted) when it
+-- has none left: {kind, limit, used (permits of the live holds), count (live holds), waiting (live
+-- waiters)}. A call reads the pool once: the pool rules keep used, count and waiting as they grant
+-- and unqueue (pool_grant, pool_serve), since nothing else in the call changes them (the sessions'
+-- liveness is frozen within it).
 local function pool_live(lk, holders, lease_prefix, gone_sid)
   local p = redis.call('HMGET', lk .. ':pool', 'kind', 'limit')
   if not p[1] then return nil end
-  local _, count = pool_holds(lk, holders, lease_prefix, gone_sid)
+  local used, count = pool_holds(lk, holders, lease_prefix, gone_sid)
   local waiting = 0
   local all = redis.call('HGETALL', lk .. ':pw')
   for i = 1, #all, 2 do
@@ -67,16 +74,16 @@ local function pool_live(lk, holders, lease_prefix, gone_sid)
     end
   end
   if count == 0 and waiting == 0 then
-    redis.call('DEL', lk .. ':pool', lk .. ':holds', lk .. ':pq', lk .. ':pw')
+    pool_drop(lk)
     return nil
   end
-  return {kind = p[1], limit = p[2]}
+  return {kind = p[1], limit = p[2], used = used, count = count, waiting = waiting}
 end
-local function pool_fits(lk, p, holders, lease_prefix, gone_sid, mode, weight)
+-- Whether a request of mode and weight fits lk's pool p (as pool_live made it, kept since).
+local function pool_fits(lk, p, holders, gone_sid, mode, weight)
   if mode == 'read' then return not pool_writer(lk, holders, gone_sid) end
-  local used, count = pool_holds(lk, holders, lease_prefix, gone_sid)
-  if mode == 'write' then return count == 0 and not pool_writer(lk, holders, gone_sid) end
-  return used + weight <= tonumber(p.limit)
+  if mode == 'write' then return p.count == 0 and not pool_writer(lk, holders, gone_sid) end
+  return p.used + weight <= tonumber(p.limit)
 end
 -- Queues waiter (once: it keeps its place) in arrival order. Mode 'cluster': the session's shadow
 -- in this slot counts its waits ('waits'), so that a renewal does not close a shadow holding no lease
@@ -108,8 +115,9 @@ end
 -- lease hash, or (mode 'write') the plain lease lk itself, with a block of tokens. notify: a hand-off,
 -- told on sid's channel ('granted:<token>:<name>') as a plain hand-off is (mode 'node'), or on the
 -- channel named like the lease's key on one node ('granted:<sid>:<token>', mode 'cluster', where
--- sessions have no channel: the waiter's client hears it while it waits). Answers the token.
-local function pool_grant(lk, name, lease_prefix, holders, waiter, sid, mode, weight, block, notify, own, keep)
+-- sessions have no channel: the waiter's client hears it while it waits). queued: the waiter is in
+-- the pool's queue, which it leaves. Keeps the pool p's counts (see pool_live). Answers the token.
+local function pool_grant(lk, name, lease_prefix, holders, p, waiter, sid, mode, weight, block, notify, queued, own, keep)
   local now, us = server_time()
   -- The session key (mode 'node'), or its shadow in this slot, which lists the grant for renewals.
   local home = holder_key(holders, sid)
@@ -131,8 +139,10 @@ local function pool_grant(lk, name, lease_prefix, holders, waiter, sid, mode, we
     if not redis.call('HGET', lk, 'session') then redis.call('PEXPIRE', lk, holders.idle) end
     hold(lease_key(lease_prefix, waiter, holders.mode == 'cluster'), home .. ':leases', waiter, sid, token, now, own, keep, true, nil)
     redis.call('HSET', lk .. ':holds', waiter, sid .. '|' .. weight)
+    p.used = p.used + weight
+    p.count = p.count + 1
   end
-  pool_unwait(lk, waiter, holders)
+  if queued and pool_unwait(lk, waiter, holders) then p.waiting = p.waiting - 1 end
   bump(holders, home)
   if notify then
     if holders.mode == 'node' then
@@ -153,21 +163,21 @@ local function pool_serve(lk, name, lease_prefix, holders, gone_sid)
     local sid, mode, weight = string.match(redis.call('HGET', lk .. ':pw', head), '^([^|]+)|(%a+)|(%d+)$')
     if mode ~= 'write' and redis.call('HEXISTS', lease_key(lease_prefix, head, holders.mode == 'cluster'), 'session') == 1 then
       -- A hold name another session of its client took meanwhile (see acquireHold): not twice.
-      pool_unwait(lk, head, holders)
-    elseif pool_fits(lk, p, holders, lease_prefix, gone_sid, mode, tonumber(weight)) then
-      pool_grant(lk, name, lease_prefix, holders, head, sid, mode, tonumber(weight), 1, true, nil, nil)
+      if pool_unwait(lk, head, holders) then p.waiting = p.waiting - 1 end
+    elseif pool_fits(lk, p, holders, gone_sid, mode, tonumber(weight)) then
+      pool_grant(lk, name, lease_prefix, holders, p, head, sid, mode, tonumber(weight), 1, true, true, nil, nil)
     else
       break
     end
   end
-  pool_live(lk, holders, lease_prefix, gone_sid)
+  if p.count == 0 and p.waiting == 0 then pool_drop(lk) end
 end
 -- The waiter of lk's pool is granted at once when nobody waits before it and it fits; else queued.
 -- A head granted by its own call (the queue waited out a lock-delay) lets those behind it go on.
 local function pool_enter(lk, name, lease_prefix, holders, p, waiter, sid, mode, weight, block, own, keep)
   local head = redis.call('ZRANGE', lk .. ':pq', 0, 0)[1]
-  if (not head or head == waiter) and pool_fits(lk, p, holders, lease_prefix, nil, mode, weight) then
-    local token = pool_grant(lk, name, lease_prefix, holders, waiter, sid, mode, weight, block, false, own, keep)
+  if (not head or head == waiter) and pool_fits(lk, p, holders, nil, mode, weight) then
+    local token = pool_grant(lk, name, lease_prefix, holders, p, waiter, sid, mode, weight, block, false, head == waiter, own, keep)
     if head then pool_serve(lk, name, lease_prefix, holders, nil) end
     if block > 1 then return {'granted', token, 0, block} end
     return {'granted', token}

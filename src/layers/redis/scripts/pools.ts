@@ -81,7 +81,9 @@ if p then
 else
   if kind == 'semaphore' and pool_writer(lease, holders, nil) then return {'conflict', 'lock', asked} end
   redis.call('HSET', lease .. ':pool', 'kind', kind, 'limit', limit)
-  p = {kind = kind, limit = limit}
+  -- Holds left without their pool's hash (deleted by hand) still count.
+  local used, count = pool_holds(lease, holders, leasePrefix, nil)
+  p = {kind = kind, limit = limit, used = used, count = count, waiting = 0}
 end
 -- No token: a new name, or a store that lost its state; nothing is granted while a lock-delay runs.
 if not redis.call('HGET', lease, 'token') then
