@@ -137,15 +137,15 @@ describe("PostgreSQL holds", () => {
     }).pipe(Effect.provide(backend), Effect.scoped), 30_000)
 })
 
-describe("PostgreSQL schema version 6 and a client of version 5", () => {
-  it.live("version 5's routines call version 6's: open, acquire with a block, the FIFO hand-off, renewal, close", () => {
-    const prefix = `simba_t_v5${randomBytes(4).toString("hex")}_`
+describe(`PostgreSQL schema version ${Migrations.postgresVersion} and a client of an earlier version`, () => {
+  it.live.each([5, 6])("version %i's routines call this version's: open, acquire with a block, the FIFO hand-off, renewal (a release of its own seen), withdraw, close", (version) => {
+    const prefix = `simba_t_v${version}${randomBytes(4).toString("hex")}_`
     const dropAll = dropPostgresPrefix(prefix)
     return Effect.gen(function*() {
-      // Version 6 installs its routines and makes version 5's wrappers.
+      // This version installs its routines and makes the earlier versions' wrappers.
       yield* Effect.scoped(Layer.build(PgBackend.layer({ url: pgUrl, tablePrefix: prefix })))
       const sql = yield* SqlClient
-      const v5 = (operation: string) => Migrations.routine(prefix, 5, operation)
+      const v5 = (operation: string) => Migrations.routine(prefix, version, operation)
       const call = (operation: string, params: ReadonlyArray<unknown>) =>
         Effect.map(
           sql.unsafe<{ r: Record<string, unknown> }>(
@@ -154,7 +154,7 @@ describe("PostgreSQL schema version 6 and a client of version 5", () => {
           ),
           (rows) => rows[0]!.r
         )
-      // A client of version 5 finds its marker: its migration installs nothing.
+      // A client of that version finds its marker: its migration installs nothing.
       const marker = yield* sql.unsafe<{ installed: boolean }>("SELECT to_regproc($1) IS NOT NULL AS installed", [v5("members")])
       expect(marker[0]!.installed).toBe(true)
       const [a, w] = [randomBytes(16).toString("hex"), randomBytes(16).toString("hex")]
@@ -167,6 +167,8 @@ describe("PostgreSQL schema version 6 and a client of version 5", () => {
       const renewal = yield* call("keep_alive", [a, 4000, null])
       expect(renewal).toMatchObject({ status: "live", leases: [[name, grant["token"]]] })
       expect(yield* call("release", [a, name, grant["token"], 1500])).toMatchObject({ status: "released" })
+      // Its own release moved its lease set's version on: the renewal naming the old one lists it.
+      expect(yield* call("keep_alive", [a, 4000, renewal["version"]])).toMatchObject({ status: "live", leases: [] })
       // Handed to the waiter in the release's transaction, with a larger token.
       const handed = yield* call("keep_alive", [w, 4000, null])
       const leases = handed["leases"] as ReadonlyArray<readonly [string, string]>
@@ -175,6 +177,17 @@ describe("PostgreSQL schema version 6 and a client of version 5", () => {
       expect(yield* call("join", [w, `${name}.g`])).toMatchObject({ status: "joined" })
       expect(yield* call("members", [`${name}.g`])).toMatchObject({ status: "ok", members: [w] })
       expect(yield* call("leave", [w, `${name}.g`])).toMatchObject({ status: "ok" })
+      if (version >= 6) {
+        // Version 6's clients also withdraw from a queue.
+        const other = unique("v6-withdraw")
+        const held = yield* call("acquire", [w, other, 1500, 1])
+        expect(held).toMatchObject({ status: "granted" })
+        expect(yield* call("acquire", [a, other, 1500, 1])).toMatchObject({ status: "held" })
+        expect(yield* call("withdraw", [a, other])).toMatchObject({ status: "ok" })
+        expect(yield* call("release", [w, other, held["token"], 1500])).toMatchObject({ status: "released" })
+        // Withdrawn: the release handed it to nobody.
+        expect((yield* call("keep_alive", [a, 4000, null]))["leases"]).toEqual([])
+      }
       expect(yield* call("close", [w])).toMatchObject({ status: "ok" })
       expect(yield* call("close", [a])).toMatchObject({ status: "ok" })
       expect(yield* call("keep_alive", [w, 4000, null])).toMatchObject({ status: "expired" })

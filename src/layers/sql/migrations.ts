@@ -1,7 +1,8 @@
 /**
  * The schema of the SQL backends, per dialect: the tables (`<prefix>session`, `lease`, `member`, and
- * `waiter`, the unlogged `boot`, and `pool` and `pool_waiter` (semaphores and read-write locks, `pgPools.ts`)
- * on PostgreSQL) and one routine per SPI operation (`<prefix>v6_*` PL/pgSQL functions,
+ * `waiter`, the unlogged `boot`, `released` (the releases of each session, counted apart from its row),
+ * and `pool` and `pool_waiter` (semaphores and read-write locks, `pgPools.ts`) on PostgreSQL) and one
+ * routine per SPI operation (`<prefix>v7_*` PL/pgSQL functions,
  * `<prefix>v4_*` MySQL procedures, in `mysqlMigrations.ts`), so every operation is one round trip with every decision about
  * time taken by the database inside it. Lease rows are never deleted, so tokens only rise; routines
  * lock lease rows, then session rows in id order, then read the clock. The version in the routines'
@@ -31,8 +32,8 @@ export const channel = (prefix: string): string => `${prefix}hints`
 
 /**
  * The tables of a prefix: `session`, `lease`, `member` on both dialects; `waiter` (a lease's FIFO
- * queue) and the unlogged `boot` on PostgreSQL; `pool` and `poolWaiter` (semaphores and read-write
- * locks) on both.
+ * queue), the unlogged `boot` and `released` (a session's own releases, see `postgres`) on
+ * PostgreSQL; `pool` and `poolWaiter` (semaphores and read-write locks) on both.
  */
 export const tables = (prefix: string) => ({
   session: `${prefix}session`,
@@ -40,6 +41,7 @@ export const tables = (prefix: string) => ({
   member: `${prefix}member`,
   waiter: `${prefix}waiter`,
   boot: `${prefix}boot`,
+  released: `${prefix}released`,
   pool: `${prefix}pool`,
   poolWaiter: `${prefix}pool_waiter`
 })
@@ -48,14 +50,14 @@ export const tables = (prefix: string) => ({
 export const routine = (prefix: string, version: number, operation: string): string => `${prefix}v${version}_${operation}`
 
 /** The schema versions the routines carry in their names. */
-export const postgresVersion = 6
+export const postgresVersion = 7
 export const mysqlVersion = 4
 
 /** PostgreSQL's default `lockDelay`, also the one the routines of older schema versions pass on (`postgresUpgrades`). */
 export const defaultLockDelayMs = 15_000
 
 /** The schema versions on PostgreSQL whose routines `postgresUpgrades` turns into calls of this version's. */
-export const olderPostgresVersions = [1, 2, 3, 4, 5] as const
+export const olderPostgresVersions = [1, 2, 3, 4, 5, 6] as const
 
 /**
  * PostgreSQL 12+: tables, then one PL/pgSQL function per operation, each returning one `json` value.
@@ -68,14 +70,25 @@ export const olderPostgresVersions = [1, 2, 3, 4, 5] as const
  * grants nothing for the caller's lock-delay, so every holder that may still believe in a lost grant
  * or renewal passes its deadline first. A session re-asking for a lease it held since before the loss
  * gets a new token (its release may be what was lost). docs/sql.md, "Commits without a flush".
+ *
+ * A session's lease set has a version (renewals list the set only when it changed since the version
+ * the client names): its row's `version`, bumped by every grant and every change made to it by
+ * others, plus its count in `<prefix>released`, bumped by its own releases (since version 7). A
+ * release does not write its session's row: the release a client sends behind its back would
+ * otherwise hold that row's lock until it commits, and the client's next acquire, which bumps the
+ * version in its own transaction, would wait for it (measured: an acquire + release loop went at the
+ * pace of both transactions in a row, not of the acquire's alone).
  */
 export const postgres = (prefix: string): Schema => {
-  const { boot, lease, member, pool, poolWaiter, session, waiter } = tables(prefix)
+  const { boot, lease, member, pool, poolWaiter, released, session, waiter } = tables(prefix)
   const fn = (operation: string) => routine(prefix, postgresVersion, operation)
   const notify = (payload: string) => `PERFORM pg_notify('${channel(prefix)}', ${payload});`
   const ms = (millis: string) => `${millis} * interval '1 millisecond'`
   // This transaction's commit returns before its WAL is flushed (see above).
   const noFlush = `PERFORM set_config('synchronous_commit', 'off', true);`
+  // The session p_sid released a lease: its lease set's version moves on, without its session row.
+  const releasedBy = `INSERT INTO ${released} (session_id, n) VALUES (p_sid, 1)
+    ON CONFLICT (session_id) DO UPDATE SET n = ${released}.n + 1;`
   // A token never below the database clock in microseconds.
   const floored = (token: string, at: string) => `greatest(${token}, floor(extract(epoch FROM ${at}) * 1000000)::bigint)`
   // Reads the boot row into v_resume (grants allowed from) and v_lost (when a loss was found); an
@@ -97,7 +110,8 @@ export const postgres = (prefix: string): Schema => {
     fn,
     notify,
     floored,
-    noFlush
+    noFlush,
+    releasedBy
   }
   return {
     routine: fn,
@@ -134,6 +148,11 @@ export const postgres = (prefix: string): Schema => {
   PRIMARY KEY (name, session_id)
 )`,
       `CREATE INDEX IF NOT EXISTS ${waiter}_session ON ${waiter} (session_id)`,
+      // Since version 7: each session's own releases, counted apart from its row (see above).
+      `CREATE TABLE IF NOT EXISTS ${released} (
+  session_id varchar(32) PRIMARY KEY,
+  n bigint NOT NULL
+)`,
       // Created with its row by the migration that creates it: until then every commit was durable
       // (earlier versions), so nothing can have been lost. Never written again but after a loss.
       `DO $d$
@@ -159,6 +178,8 @@ BEGIN
     DELETE FROM ${member} m USING dead WHERE m.session_id = dead.id
   ), unqueued AS (
     DELETE FROM ${waiter} w USING dead WHERE w.session_id = dead.id
+  ), uncounted AS (
+    DELETE FROM ${released} r USING dead WHERE r.session_id = dead.id
   )
   DELETE FROM ${session} s USING dead WHERE s.id = dead.id;
   INSERT INTO ${session} (id, expires_at) VALUES (p_sid, clock_timestamp() + ${ms("p_ttl")});
@@ -172,6 +193,9 @@ DECLARE
 BEGIN
   ${noFlush}
   SELECT expires_at, version INTO v_expires, v_version FROM ${session} WHERE id = p_sid FOR UPDATE;
+  -- Read before the list (its own statement, a later snapshot): a release committing in between
+  -- is in the list and not in this version, so the next renewal lists again; never the other way.
+  v_version := v_version + coalesce((SELECT n FROM ${released} WHERE session_id = p_sid), 0);
   v_now := clock_timestamp();
   IF v_expires IS NULL OR v_expires <= v_now THEN
     RETURN json_build_object('status', 'expired');
@@ -210,6 +234,7 @@ BEGIN
   PERFORM 1 FROM ${lease} WHERE name = ANY (v_pools) ORDER BY name FOR UPDATE;
   PERFORM 1 FROM ${lease} WHERE session_id = p_sid ORDER BY name FOR UPDATE;
   DELETE FROM ${session} WHERE id = p_sid;
+  DELETE FROM ${released} WHERE session_id = p_sid;
   DELETE FROM ${lease} WHERE session_id = p_sid AND pool IS NOT NULL;
   FOR v_name IN UPDATE ${lease} SET session_id = NULL WHERE session_id = p_sid RETURNING name LOOP
     ${notify("'r:' || v_name")}
@@ -353,7 +378,7 @@ BEGIN
   END IF;
   IF EXISTS (SELECT 1 FROM ${pool} WHERE name = p_name) THEN
     UPDATE ${lease} SET session_id = NULL WHERE name = p_name;
-    UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+    ${releasedBy}
     PERFORM ${fn("pool_serve")}(p_name);
     ${notify("'r:' || p_name")}
     RETURN json_build_object('status', 'released');
@@ -368,7 +393,7 @@ BEGIN
     EXIT WHEN v_expires > clock_timestamp();
     v_next := NULL;
   END LOOP;
-  UPDATE ${session} SET version = version + 1 WHERE id = p_sid;
+  ${releasedBy}
   IF v_next IS NULL THEN
     -- Waiters queued but none taken (all gone, or a lock-delay runs): they hear of the free lease.
     -- With nobody queued nobody is told: every client's LISTEN connection would wake for it.
@@ -428,7 +453,8 @@ END $f$`,
  * lock-delay, tokens floored by the clock, no waiting for a flush), and its own migration finds its
  * marker and installs nothing. Versions 1 to 3 have these signatures and the lock-delay
  * `defaultLockDelayMs`; version 4's acquire and release take the lock-delay as their last parameter,
- * and its acquire reserves no block (one token); version 5's have this version's signatures.
+ * and its acquire reserves no block (one token); versions 5 and 6 have this version's signatures, and
+ * 6's clients also call `withdraw`.
  */
 export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray<string> => {
   const older = (operation: string) => routine(prefix, version, operation)
@@ -448,6 +474,7 @@ export const postgresUpgrades = (prefix: string, version: number): ReadonlyArray
     wrapper("release", `p_sid varchar, p_name varchar, p_token bigint${delayParam}`, `p_sid, p_name, p_token, ${delay}`),
     wrapper("join", "p_sid varchar, p_group varchar", "p_sid, p_group"),
     wrapper("leave", "p_sid varchar, p_group varchar", "p_sid, p_group"),
-    wrapper("members", "p_group varchar", "p_group")
+    wrapper("members", "p_group varchar", "p_group"),
+    ...(version >= 6 ? [wrapper("withdraw", "p_sid varchar, p_name varchar", "p_sid, p_name")] : [])
   ]
 }

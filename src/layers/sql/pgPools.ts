@@ -35,6 +35,8 @@ export interface PgPoolSchema {
   readonly floored: (token: string, at: string) => string
   /** Turns off the WAL flush wait for the transaction (see `migrations.ts`). */
   readonly noFlush: string
+  /** Moves the version of `p_sid`'s lease set on for a release of its own (see `migrations.ts`). */
+  readonly releasedBy: string
 }
 
 /** The longest hold name (`LeaseName.holdName`: a pool name of 128 characters and its parts). */
@@ -277,7 +279,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN json_build_object('status', 'ok');
   END IF;
-  UPDATE ${s.session} SET version = version + 1 WHERE id = p_sid;
+  ${s.releasedBy}
   PERFORM ${s.fn("pool_serve")}(v_pool);
   RETURN json_build_object('lost', false, 'status', 'released');
 END $f$`,
