@@ -145,17 +145,17 @@ describe(`PostgreSQL schema version ${Migrations.postgresVersion} and a client o
       // This version installs its routines and makes the earlier versions' wrappers.
       yield* Effect.scoped(Layer.build(PgBackend.layer({ url: pgUrl, tablePrefix: prefix })))
       const sql = yield* SqlClient
-      const v5 = (operation: string) => Migrations.routine(prefix, version, operation)
+      const older = (operation: string) => Migrations.routine(prefix, version, operation)
       const call = (operation: string, params: ReadonlyArray<unknown>) =>
         Effect.map(
           sql.unsafe<{ r: Record<string, unknown> }>(
-            `SELECT ${v5(operation)}(${params.map((_, i) => `$${i + 1}`).join(", ")}) AS r`,
+            `SELECT ${older(operation)}(${params.map((_, i) => `$${i + 1}`).join(", ")}) AS r`,
             params
           ),
           (rows) => rows[0]!.r
         )
       // A client of that version finds its marker: its migration installs nothing.
-      const marker = yield* sql.unsafe<{ installed: boolean }>("SELECT to_regproc($1) IS NOT NULL AS installed", [v5("members")])
+      const marker = yield* sql.unsafe<{ installed: boolean }>("SELECT to_regproc($1) IS NOT NULL AS installed", [older("members")])
       expect(marker[0]!.installed).toBe(true)
       const [a, w] = [randomBytes(16).toString("hex"), randomBytes(16).toString("hex")]
       const name = unique("v5")

@@ -76,8 +76,8 @@ export const olderPostgresVersions = [1, 2, 3, 4, 5, 6] as const
  * others, plus its count in `<prefix>released`, bumped by its own releases (since version 7). A
  * release does not write its session's row: the release a client sends behind its back would
  * otherwise hold that row's lock until it commits, and the client's next acquire, which bumps the
- * version in its own transaction, would wait for it (measured: an acquire + release loop went at the
- * pace of both transactions in a row, not of the acquire's alone).
+ * version in its own transaction, would wait for it whenever the release got there first (measured:
+ * an acquire sent while the previous release runs, median 328 -> 304 µs).
  */
 export const postgres = (prefix: string): Schema => {
   const { boot, lease, member, pool, poolWaiter, released, session, waiter } = tables(prefix)
