@@ -3,11 +3,13 @@
  * holder record (`simba:lease:{name}:holder`, `sid:token`, in the lease's slot, written on grant and
  * removed on free) makes the next acquire restore the hash for the holder and answer `HeldBy`, so
  * nobody else is granted the lease while the holder may still believe it holds it. When the holder's
- * session is gone the lease is free, with a token above the recorded one.
+ * session is gone the lease is free, with a token above the recorded one. A semaphore's pool hash
+ * deleted by hand is made again with its live holds still counted.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as LeaseName from "../../src/LeaseName.js"
 import * as RedisBackend from "../../src/layers/redis/RedisBackend.js"
 import { type Mode, modes, rawClient, uniqueName } from "./RedisServers.js"
 import { granted } from "../support/replies.js"
@@ -93,6 +95,23 @@ for (const mode of modes) {
         const next = granted(yield* b.acquire(other, name))
         expect(next).toBeGreaterThan(token)
         expect(yield* Effect.promise(() => raw.get(k.leaseHolder(name)))).toBe(`${other}:${next}`)
+        yield* b.closeSession(other)
+      }))
+
+    it.scopedLive("a semaphore's pool hash deleted by hand while its holds live: they still count, a permit beyond the limit waits", () =>
+      Effect.gen(function*() {
+        const b = yield* RedisBackend.make(mode.options)
+        const raw = yield* rawClient(mode.cluster)
+        const pool = uniqueName("pool")
+        const permit = (id: string) => LeaseName.holdName({ pool, mode: "permits", weight: 1, limit: 2, id })
+        const holder = (yield* b.openSession(ttl)).sessionId
+        const other = (yield* b.openSession(ttl)).sessionId
+        granted(yield* b.acquire(holder, permit("a")))
+        granted(yield* b.acquire(holder, permit("b")))
+        yield* Effect.promise(() => raw.del(`${k.lease(pool)}:pool`))
+        // The pool is made again with the two live holds counted: a third permit of 2 is refused.
+        expect((yield* b.acquire(other, permit("c")))._tag).toBe("HeldBy")
+        yield* b.closeSession(holder)
         yield* b.closeSession(other)
       }))
   })
