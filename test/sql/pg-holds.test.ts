@@ -138,7 +138,7 @@ describe("PostgreSQL holds", () => {
 })
 
 describe(`PostgreSQL schema version ${Migrations.postgresVersion} and a client of an earlier version`, () => {
-  it.live.each([5, 6])("version %i's routines call this version's: open, acquire with a block, the FIFO hand-off, renewal (a release of its own seen), withdraw, close", (version) => {
+  it.live.each([5, 6])("version %i's routines call this version's: open, acquire with a block, the FIFO hand-off, renewal (a release of its own seen), withdraw (version 6's clients), close", (version) => {
     const prefix = `simba_t_v${version}${randomBytes(4).toString("hex")}_`
     const dropAll = dropPostgresPrefix(prefix)
     return Effect.gen(function*() {
