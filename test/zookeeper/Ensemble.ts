@@ -15,15 +15,17 @@
  * what this means for applications.
  */
 import type { ChildProcess } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { freePort, processes, signalGroup } from "../support/processes.js"
+import { exited, freePort, monotonicMs, processes, signalGroup } from "../support/processes.js"
 
 const jars = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
 
 export const tickTime = 500
+/** Ticks a follower may lag (no ack) before its leader stops counting it. */
+export const syncLimit = 4
 
 /** Sends a four-letter word and returns the answer ("" when the server does not answer within 1 s). */
 export const fourLetters = (port: number, word: string) =>
@@ -64,6 +66,15 @@ export interface Ensemble {
   readonly freshModes: () => Promise<ReadonlyArray<Mode>>
   /** The node that leads, once one does (within `timeoutMs`). */
   readonly awaitLeader: (timeoutMs: number, among?: ReadonlyArray<Node>) => Promise<Node>
+  /**
+   * Whether a write probe that started after the call (a fresh process opening a session and creating
+   * a node, see `modes.ts`) succeeded within `timeoutMs`: the ensemble serves, not only says it leads.
+   */
+  readonly awaitServing: (timeoutMs: number) => Promise<boolean>
+  /** Kills every node and starts them again on their data (resolves once they are started). */
+  readonly restart: () => Promise<void>
+  /** The last `lines` lines of the node's log, the prober's `srvr` requests left out. */
+  readonly logTail: (node: Node, lines: number) => string
   readonly stop: () => void
 }
 
@@ -81,7 +92,7 @@ export const start = async (): Promise<Ensemble> => {
       [
         `tickTime=${tickTime}`,
         "initLimit=10",
-        "syncLimit=4",
+        `syncLimit=${syncLimit}`,
         "minSessionTimeout=1000",
         "maxSessionTimeout=60000",
         `dataDir=${join(home, "data")}`,
@@ -129,6 +140,7 @@ export const start = async (): Promise<Ensemble> => {
   const prober = group.spawnScript("test/zookeeper/modes.ts", { args: nodes.map((node) => String(node.clientPort)) })
   let latest: ReadonlyArray<Mode> = nodes.map(() => "down")
   let rounds = 0
+  let served = -Infinity
   let read = 0
   // Registered after `spawnScript`'s own listener, which has split the chunk into `group.lines`.
   prober.stdout!.on("data", () => {
@@ -136,6 +148,7 @@ export const start = async (): Promise<Ensemble> => {
       const line = group.lines[read]!
       if (line.pid !== prober.pid || line.json === undefined) continue
       latest = line.json["modes"] as ReadonlyArray<Mode>
+      if (typeof line.json["served"] === "number") served = line.json["served"]
       rounds++
     }
   })
@@ -161,6 +174,30 @@ export const start = async (): Promise<Ensemble> => {
       if (performance.now() > until) throw new Error(`no ZooKeeper leader within ${timeoutMs} ms (modes ${modes.join(", ")})`)
     }
   }
+  const awaitServing = async (timeoutMs: number) => {
+    const from = monotonicMs()
+    const until = performance.now() + timeoutMs
+    while (served < from) {
+      if (performance.now() > until) return false
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    return true
+  }
+  const restart = async () => {
+    for (const node of nodes) {
+      signal(node, "SIGCONT")
+      signal(node, "SIGKILL")
+    }
+    await Promise.all(nodes.map((node) => node.process === undefined ? undefined : exited(node.process)))
+    for (const node of nodes) startNode(node)
+  }
+  const logTail = (node: Node, lines: number) => {
+    try {
+      return readFileSync(join(dir, String(node.id), "zookeeper.log"), "utf8").split("\n").filter((line) => !line.includes("Processing srvr command")).slice(-lines - 1).join("\n")
+    } catch (error) {
+      return `(no log: ${String(error)})`
+    }
+  }
   for (const node of nodes) startNode(node)
   return {
     nodes,
@@ -169,6 +206,9 @@ export const start = async (): Promise<Ensemble> => {
     start: startNode,
     signal,
     awaitLeader,
+    awaitServing,
+    restart,
+    logTail,
     stop: () => {
       signalGroup(prober, "SIGKILL")
       for (const node of nodes) {

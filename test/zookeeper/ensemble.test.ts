@@ -19,6 +19,15 @@
  * restarted. That is a server defect Simba cannot work around (it was the "no leader within 27 s"
  * of issue 10); stopping the followers makes the leader give up its quorum itself and forces a new
  * election, which ZooKeeper handles.
+ *
+ * A CI run still failed the second case once with "no Simba leader within 27000 ms" after the
+ * ensemble had a leader again, with nothing printed to tell whose fault it was (not reproduced since
+ * in 27 runs of the case, 16 of them eight to a process, beside two busy cores or another ZooKeeper
+ * suite). So Simba is now judged
+ * from when a fresh process can write (`awaitServing`: a session and a node created by a process of
+ * its own), not from when a server says it leads; an ensemble that never serves again is restarted on
+ * its data, saying so with its logs; and a Simba failure prints each client's view, whether a fresh
+ * process writes at that moment, and the servers' logs.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -168,9 +177,12 @@ describe("ZooKeeper ensemble of three", () => {
       const stopped = ensemble.nodes.filter((node) => node !== zkLeader)
       const stoppedAt = performance.now()
       for (const node of stopped) ensemble.signal(node, "SIGSTOP")
-      // The leader left running serves reads until it notices the lost quorum (syncLimit x tickTime
-      // = 2 s); the last renewal it answers proves `proven` from when it was sent. Slack: 1 s.
-      const bound = 4 * Ensemble.tickTime + proven + 1000
+      // The leader left running serves reads until it finds its quorum lost: a follower counts as
+      // synced for syncLimit ticks after its last ack, and the leader checks once a tick (every other
+      // half tick), so it answers for up to (syncLimit + 2) ticks after the stop (3 s; terms here
+      // ended up to 4.7 s after it, where the bound of syncLimit ticks left 0.8 s). The last renewal
+      // it answers proves `proven` from when it was sent. Slack: 1 s.
+      const bound = (Ensemble.syncLimit + 2) * Ensemble.tickTime + proven + 1000
       const end = yield* Deferred.await(revoked).pipe(
         Effect.timeoutFail({ duration: Duration.millis(bound), onTimeout: () => new Error(`the term outlived ${bound} ms without a quorum`) })
       )
@@ -180,18 +192,48 @@ describe("ZooKeeper ensemble of three", () => {
       for (const node of stopped) ensemble.signal(node, "SIGCONT")
       const resumedAt = performance.now()
       yield* Effect.promise(() => ensemble.awaitLeader(30_000))
+      // A server that says it leads may still commit nothing (the 3.8.0 defect of the module comment):
+      // Simba is judged from when a fresh process can write, and an ensemble that never serves again
+      // is restarted on its data (and said so), as an operator would.
+      if (!(yield* Effect.promise(() => ensemble.awaitServing(20_000)))) {
+        console.log(
+          `zookeeper ensemble: no fresh process could write within 20 s of the resume; restarting the ensemble. ` +
+            `Its logs:\n${ensemble.nodes.map((node) => `--- server ${node.id}\n${ensemble.logTail(node, 15)}`).join("\n")}`
+        )
+        yield* Effect.promise(() => ensemble.restart())
+        yield* Effect.promise(() => ensemble.awaitLeader(60_000))
+        expect(yield* Effect.promise(() => ensemble.awaitServing(30_000)), "the restarted ensemble serves").toBe(true)
+      }
+      const servingAt = performance.now()
       // The old session's node goes once the new ZooKeeper leader expires it (T after it took over),
       // unless the session survived and its client gives the lease back first.
-      const again = yield* c.leader(2 * leaseDuration + 15_000)
+      const again = yield* c.leader(2 * leaseDuration + 15_000).pipe(Effect.tapDefect(() => diagnose(c)))
       expect(again.term.token).toBeGreaterThan(first.term.token)
       expect(c.maxOwners()).toBe(1)
       for (let i = 1; i < c.won.length; i++) expect(c.won[i]!.token).toBeGreaterThan(c.won[i - 1]!.token)
       console.log(
         `zookeeper ensemble: term ended ${(end.at - stoppedAt).toFixed(0)} ms after the majority stopped (bound ${bound} ms), ` +
-          `leader again ${(performance.now() - resumedAt).toFixed(0)} ms after it resumed`
+          `serving again ${(servingAt - resumedAt).toFixed(0)} ms and a Simba leader again ${(performance.now() - resumedAt).toFixed(0)} ms after it resumed`
       )
     }), 120_000)
 })
+
+/** What a failed case prints: each client's view, whether a fresh process can write now, the servers' logs. */
+const diagnose = (c: Contest) =>
+  Effect.gen(function*() {
+    const snapshots = yield* Effect.forEach(c.clients, (client) => client.snapshot)
+    const serving = yield* Effect.promise(() => ensemble.awaitServing(10_000))
+    console.log(
+      `zookeeper ensemble: no Simba leader. Clients: ${
+        snapshots.map((snapshot, i) =>
+          `${i}: session ${snapshot.session.id} ${snapshot.session.status} (${Duration.format(snapshot.session.remaining)} left), ` +
+          snapshot.elections.map((e) => `${e.status}${e.token === undefined ? "" : ` token ${e.token}`}`).join(", ")
+        ).join("; ")
+      }; terms won: ${c.won.map((w) => `${w.client}:${w.token}`).join(", ")}; ` +
+        `a fresh process ${serving ? "writes" : "cannot write"} now. Server logs:\n` +
+        ensemble.nodes.map((node) => `--- server ${node.id}\n${ensemble.logTail(node, 25)}`).join("\n")
+    )
+  })
 
 const waitAllUp = async (timeoutMs: number) => {
   const until = performance.now() + timeoutMs
