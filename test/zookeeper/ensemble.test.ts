@@ -23,11 +23,10 @@
  * A CI run still failed the second case once with "no Simba leader within 27000 ms" after the
  * ensemble had a leader again, with nothing printed to tell whose fault it was (not reproduced since
  * in 27 runs of the case, 16 of them eight to a process, beside two busy cores or another ZooKeeper
- * suite). So Simba is now judged
- * from when a fresh process can write (`awaitServing`: a session and a node created by a process of
- * its own), not from when a server says it leads; an ensemble that never serves again is restarted on
- * its data, saying so with its logs; and a Simba failure prints each client's view, whether a fresh
- * process writes at that moment, and the servers' logs.
+ * suite). So Simba is now judged from when a fresh process can write (`awaitServing`: a session and a
+ * node created by a process of its own), not from when a server says it leads; an ensemble that never
+ * serves again is restarted on its data, saying so with its logs; and a Simba failure prints each
+ * client's view, whether a fresh process writes at that moment, and the servers' logs.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
