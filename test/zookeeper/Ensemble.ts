@@ -183,11 +183,15 @@ export const start = async (): Promise<Ensemble> => {
     }
     return true
   }
-  const restart = async () => {
+  /** Resumes (if stopped) and kills every node. */
+  const killNodes = () => {
     for (const node of nodes) {
       signal(node, "SIGCONT")
       signal(node, "SIGKILL")
     }
+  }
+  const restart = async () => {
+    killNodes()
     await Promise.all(nodes.map((node) => node.process === undefined ? undefined : exited(node.process)))
     for (const node of nodes) startNode(node)
   }
@@ -211,10 +215,7 @@ export const start = async (): Promise<Ensemble> => {
     logTail,
     stop: () => {
       signalGroup(prober, "SIGKILL")
-      for (const node of nodes) {
-        signal(node, "SIGCONT")
-        signal(node, "SIGKILL")
-      }
+      killNodes()
       rmSync(dir, { recursive: true, force: true })
     }
   }
